@@ -1,0 +1,1 @@
+"""calibration: fit the simulator to measured runs and validate it on held-out shapes."""

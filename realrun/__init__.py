@@ -1,0 +1,1 @@
+"""realrun: a real parameter-server training backend (pyzmq transport, PyTorch compute)."""

@@ -1,0 +1,66 @@
+"""What the simulator and realrun need to know about a model: its parameter arrays in order and
+the forward cost of each layer.
+
+Array order is forward (layer) order; an array's index in ``ModelSpec.arrays`` is its KVStore key,
+as MXNet's Module numbers parameters, and matches torch's ``named_parameters()`` order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class ParamArray:
+    """One parameter array (one KVStore key): a name in torchvision's style and its shape."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A unit of compute with its forward FLOPs per sample (a multiply-add counts as 2 FLOPs) and
+    the parameter arrays it owns; backward is modelled from it (see simscale.compute)."""
+
+    name: str
+    fwd_flops: float
+    arrays: tuple[ParamArray, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as a sequence of layers; derived from an architecture definition, never typed."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    source: str = ""
+    input_shape: tuple[int, ...] = ()
+
+    @cached_property
+    def arrays(self) -> tuple[ParamArray, ...]:
+        return tuple(a for layer in self.layers for a in layer.arrays)
+
+    @cached_property
+    def array_layer(self) -> tuple[int, ...]:
+        """For each array (key), the index of the layer that owns it."""
+        return tuple(i for i, layer in enumerate(self.layers) for _ in layer.arrays)
+
+    @property
+    def params(self) -> int:
+        return sum(a.elements for a in self.arrays)
+
+    @property
+    def fwd_flops(self) -> float:
+        return sum(layer.fwd_flops for layer in self.layers)
+
+    def nbytes(self, precision: str = "fp32") -> int:
+        return self.params * BYTES_PER_ELEMENT[precision]
