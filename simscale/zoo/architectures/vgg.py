@@ -42,24 +42,26 @@ CLASSIFIER_HIDDEN = 4096
 
 def vgg(name: str, config: tuple[int | str, ...]) -> ModelSpec:
     """A torchvision VGG (without batch norm) from its configuration list."""
+    # (channels, followed by a max-pool) for each convolution of the configuration.
+    convs: list[tuple[int, bool]] = []
+    for item in config:
+        if isinstance(item, int):
+            convs.append((item, False))
+        elif convs:
+            convs[-1] = (convs[-1][0], True)
+        else:
+            raise ValueError(f"{name}: a configuration cannot start with a pool")
+
     layers: list[Layer] = []
     x = INPUT_SHAPE
-    index = 0  # position in torchvision's ``features`` Sequential
-    i = 0
-    while i < len(config):
-        channels = config[i]
-        if not isinstance(channels, int):
-            raise ValueError(f"{name}: pool at position {i} does not follow a convolution")
+    index = 0  # position in torchvision's ``features`` Sequential: conv, ReLU[, pool]
+    for channels, pool_after in convs:
         steps: list[Step] = [conv2d(f"features.{index}", channels, 3, padding=1, bias=True), relu()]
-        conv_index = index
-        index += 2
-        if i + 1 < len(config) and config[i + 1] == POOL:
+        if pool_after:
             steps.append(max_pool2d(2, stride=2))
-            index += 1
-            i += 1
-        lyr, x = layer(f"features.{conv_index}", x, *steps)
+        lyr, x = layer(f"features.{index}", x, *steps)
         layers.append(lyr)
-        i += 1
+        index += len(steps)
 
     head = [adaptive_avg_pool2d(7), flatten()]
     widths = (CLASSIFIER_HIDDEN, CLASSIFIER_HIDDEN, NUM_CLASSES)
