@@ -138,6 +138,10 @@ class Topology:
             return 0.0
         return self.nics[src].latency_s + self.nics[dst].latency_s
 
+    def copy_time_s(self, nbytes: float) -> float:
+        """Time of a same-host transfer: a memory copy at ``intra_host_Bps``, else instant."""
+        return 0.0 if self.intra_host_Bps is None else nbytes / self.intra_host_Bps
+
     def check_host(self, host: int) -> None:
         """Raise a ValueError naming the valid range when ``host`` is not one of ours."""
         if not 0 <= host < self.num_hosts:
