@@ -55,8 +55,8 @@ def max_min_fair(
 ) -> FloatArray:
     """Max-min fair rate (bytes/s) of every flow.
 
-    ``capacity_Bps``: one positive capacity per link. ``paths``: for each flow the indices of the
-    links it crosses (a link listed twice counts twice). ``bound_Bps``: each flow's own maximum
+    ``capacity_Bps``: one positive capacity per link. ``paths``: for each flow the distinct
+    indices of the links it crosses. ``bound_Bps``: each flow's own maximum
     rate, ``inf`` for none; default no bounds. A flow that crosses no link and has no bound gets
     ``inf``.
     """
@@ -68,6 +68,8 @@ def max_min_fair(
     for i, route in enumerate(routes):
         if any(not 0 <= link < n_links for link in route):
             raise ValueError(f"flow {i} crosses a link outside 0..{n_links - 1}: {route}")
+        if len(set(route)) != len(route):
+            raise ValueError(f"flow {i} lists a link twice: {route}")
     bound: list[float] | None = None
     if bound_Bps is not None:
         bound = [float(b) for b in bound_Bps]
