@@ -86,8 +86,8 @@ def _finite(value: Any) -> Any:
 def format_table(r: Result) -> str:
     """The terminal report: headline figures, breakdown, busiest resources, per-worker table."""
     lines = [
-        f"scenario      {r.scenario}  ({r.mode}, {r.num_workers} workers x GPUs = {r.num_gpus} "
-        f"GPUs, {r.num_servers} servers, network model {r.network_model})",
+        f"scenario      {r.scenario}  ({r.mode}, {r.num_workers} workers, {r.num_gpus} GPUs, "
+        f"{r.num_servers} servers, network model {r.network_model})",
         f"throughput    {r.throughput_samples_per_s:,.1f} samples/s"
         f"   (ideal {r.ideal_samples_per_s:,.1f}, no communication cost)",
         f"efficiency    {r.scaling_efficiency:.1%}",

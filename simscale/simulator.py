@@ -369,7 +369,7 @@ class Simulation:
             breakdown=breakdown,
             per_worker=tuple(per_worker),
             utilization=tuple(util),
-            bottleneck=_bottleneck(util),
+            bottleneck=_bottleneck(util, breakdown),
             iterations_measured=n,
             stable=stable,
             simulated_s=self.env.now,
@@ -429,19 +429,30 @@ class Simulation:
         return out
 
 
-def _bottleneck(util: list[Utilization]) -> str:
-    """The bottleneck in words: the busiest resource, or what it means when nothing is busy."""
+def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
+    """The bottleneck in words: the saturated resource, or what holds the iteration back when
+    none is saturated (resources taking turns along the push-update-pull chain)."""
     if not util:
         return "nothing measured"
-    top = max(util, key=lambda u: u.busy_fraction)
+    ranked = sorted(util, key=lambda u: -u.busy_fraction)
+    top = ranked[0]
     if top.kind == "gpu" and top.busy_fraction >= 0.9:
         return f"GPU compute ({top.busy_fraction:.0%} busy): compute-bound, communication hidden"
-    if top.busy_fraction < 0.6:
+    if top.kind != "gpu" and top.busy_fraction >= 0.9:
+        return f"{top.description} {top.busy_fraction:.0%} busy"
+    comm = [u for u in ranked if u.kind != "gpu"][:2]
+    busiest = ", ".join(f"{u.description} {u.busy_fraction:.0%}" for u in comm)
+    exposed_ms = breakdown["exposed_comm_s"] * 1e3
+    waiting_ms = breakdown["wait_for_workers_s"] * 1e3
+    if waiting_ms > exposed_ms:
         return (
-            f"no resource saturated (busiest: {top.description} at {top.busy_fraction:.0%}): "
-            "latency, per-message overheads and dependencies dominate"
+            f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
+            f"busiest communication resources: {busiest}"
         )
-    return f"{top.description} {top.busy_fraction:.0%} busy"
+    return (
+        f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
+        f"saturated: the push-update-pull chain takes turns; busiest: {busiest}"
+    )
 
 
 def simulate(scenario: Scenario, costs: CostModel | None = None) -> Result:
