@@ -23,7 +23,6 @@ import ctypes
 import fcntl
 import os
 import select
-import signal
 import struct
 import sys
 import time
@@ -39,7 +38,6 @@ TUN_F_TSO4 = 0x02
 TUN_F_TSO6 = 0x04
 TUN_F_TSO_ECN = 0x08
 # <linux/prctl.h>, <sched.h>
-PR_SET_PDEATHSIG = 1
 PR_SET_TIMERSLACK = 29
 CLONE_NEWNET = 0x40000000
 
@@ -149,8 +147,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     libc = ctypes.CDLL(None, use_errno=True)
-    # Die with the launcher even if it is SIGKILLed, so no wire outlives its cluster's owner.
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     # The default 50 us timer slack would add up to 50 us to every frame's delay.
     libc.prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
 
@@ -158,7 +154,10 @@ def main(argv: list[str] | None = None) -> None:
     enter_netns(args.switch_netns)
     switch_fd = open_tap(args.switch_dev)
     print(READY_LINE, flush=True)
-    DelayWire(host_fd, switch_fd, args.delay_us * 1e-6).run()
+    # stdin is a pipe from the launcher: it reads EOF when the launcher closes it or dies, even
+    # by SIGKILL, so no wire outlives its cluster's owner. (PR_SET_PDEATHSIG would instead fire
+    # when the launcher *thread* that started the wire exits.)
+    DelayWire(host_fd, switch_fd, args.delay_us * 1e-6).run(stop_fd=sys.stdin.fileno())
 
 
 if __name__ == "__main__":

@@ -233,6 +233,7 @@ class EmulatedCluster:
         )
         wire = subprocess.Popen(
             self.exec_argv(host, argv),
+            stdin=subprocess.PIPE,  # its lifeline: EOF when we close it or die
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

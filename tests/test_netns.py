@@ -321,38 +321,69 @@ def test_cleanup_leftovers_removes_dead_runs_but_not_live_ones(root_untouched: N
         netns.delete_namespace(leaked)
 
 
+LAUNCHER_CODE = textwrap.dedent(
+    """
+    import time
+    from realrun.emulated_cluster import EmulatedCluster, HostLink
+    cluster = EmulatedCluster([HostLink("a", 100.0, 100.0), HostLink("b", 100.0, 100.0)])
+    cluster.start()
+    print(cluster.prefix, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _start_launcher() -> tuple[subprocess.Popen[str], str]:
+    """A separate launcher process holding a two-host cluster; returns it and its prefix."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER_CODE], stdout=subprocess.PIPE, text=True, env=python_env()
+    )
+    assert launcher.stdout is not None
+    prefix = launcher.stdout.readline().strip()
+    assert prefix.startswith("ssx-")
+    assert len([n for n in netns.list_namespaces() if n.startswith(prefix)]) == 3
+    return launcher, prefix
+
+
+def _reap(launcher: subprocess.Popen[str]) -> None:
+    if launcher.poll() is None:
+        launcher.kill()
+        launcher.wait(timeout=10)
+    assert launcher.stdout is not None
+    launcher.stdout.close()
+
+
 @pytest.mark.netns
 @pytest.mark.slow
 @needs_netns
 def test_sigterm_to_the_launcher_tears_the_cluster_down(root_untouched: None) -> None:
-    launcher_code = textwrap.dedent(
-        """
-        import time
-        from realrun.emulated_cluster import EmulatedCluster, HostLink
-        cluster = EmulatedCluster([HostLink("a", 100.0, 100.0), HostLink("b", 100.0, 100.0)])
-        cluster.start()
-        print(cluster.prefix, flush=True)
-        time.sleep(60)
-        """
-    )
-    launcher = subprocess.Popen(
-        [sys.executable, "-c", launcher_code],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=python_env(),
-    )
+    launcher, prefix = _start_launcher()
     try:
-        assert launcher.stdout is not None
-        prefix = launcher.stdout.readline().strip()
-        assert prefix.startswith("ssx-")
-        assert len([n for n in netns.list_namespaces() if n.startswith(prefix)]) == 3
         launcher.send_signal(signal.SIGTERM)
         # The handler tears down, then re-raises SIGTERM so the exit status still says so.
         assert launcher.wait(timeout=20) == -signal.SIGTERM
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait(timeout=10)
-        assert launcher.stdout is not None
-        launcher.stdout.close()
+        _reap(launcher)
+    _assert_gone(prefix)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@needs_netns
+def test_a_sigkilled_launchers_namespaces_are_leftovers_to_clean(root_untouched: None) -> None:
+    """SIGKILL runs no handler: the wires see their lifeline close and exit by themselves; the
+    namespaces stay until cleanup_leftovers, which knows their owner is dead."""
+    launcher, prefix = _start_launcher()
+    try:
+        launcher.kill()
+        launcher.wait(timeout=10)
+    finally:
+        _reap(launcher)
+    deadline = time.monotonic() + 10.0
+    while _processes_mentioning(prefix) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning(prefix) == []
+    left = sorted(n for n in netns.list_namespaces() if n.startswith(prefix))
+    assert len(left) == 3
+    assert sorted(n for n in netns.cleanup_leftovers() if n.startswith(prefix)) == left
     _assert_gone(prefix)
