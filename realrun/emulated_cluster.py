@@ -44,7 +44,7 @@ from realrun.netns import (
     require_netns_support,
     run_command,
 )
-from realrun.shaping import kernel_hz, link_shape, tc_commands
+from realrun.shaping import dilate, kernel_hz, link_shape, tc_commands
 
 HOST_DEVICE = "eth0"
 BRIDGE = "br0"
@@ -73,6 +73,11 @@ class HostLink:
             raise ValueError(f"host {self.name}: rate_mbit must be > 0, got {self.rate_mbit}")
         if not self.latency_us >= 0:
             raise ValueError(f"host {self.name}: latency_us must be >= 0, got {self.latency_us}")
+
+    def dilated(self, factor: float) -> HostLink:
+        """This NIC under time dilation ``factor``: rate/factor, latency*factor."""
+        rate_mbit, latency_us = dilate(self.rate_mbit, self.latency_us, factor)
+        return HostLink(self.name, rate_mbit, latency_us)
 
 
 @dataclass(frozen=True)
