@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,3 +156,25 @@ def cleanup_leftovers(tag: str = PROJECT_TAG, *, force: bool = False) -> list[st
         delete_namespace(namespace)
         deleted.append(namespace)
     return deleted
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m realrun.netns``: delete leftovers of dead (or, with --force, all) runs."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--tag", default=PROJECT_TAG)
+    parser.add_argument("--force", action="store_true", help="also runs whose owner lives")
+    args = parser.parse_args(argv)
+    try:
+        deleted = cleanup_leftovers(args.tag, force=args.force)
+    except NetnsUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    for namespace in deleted:
+        print(f"deleted {namespace}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
