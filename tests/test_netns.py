@@ -123,6 +123,13 @@ def test_a_cluster_is_named_after_its_owner_and_path_latency_adds_both_nics() ->
     assert cluster.namespaces == (f"{prefix}-sw", f"{prefix}-h0", f"{prefix}-h1")
     assert cluster.one_way_latency_s("w0", "s0") == pytest.approx(1.25e-3)
     assert cluster.exec_argv("s0", ["true"]) == ["ip", "netns", "exec", f"{prefix}-h1", "true"]
+    assert cluster.describe()["hosts"][1] == {
+        "name": "s0",
+        "namespace": f"{prefix}-h1",
+        "address": "10.77.0.2",
+        "rate_mbit": 100.0,
+        "latency_us": 250.0,
+    }
     assert EmulatedCluster([HostLink("x", 1.0, 0.0)]).prefix != cluster.prefix
     assert netns.RunPrefix.parse("docker-netns") is None
 
