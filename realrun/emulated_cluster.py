@@ -53,8 +53,9 @@ SUBNET_FIRST_OCTETS = (10, 77)  # private; exists only inside this run's namespa
 MAX_HOSTS = 254 * 256
 WIRE_READY_TIMEOUT_S = 10.0  # a wire attaches two taps: milliseconds, seconds on a loaded box
 TERM_GRACE_S = 3.0  # SIGTERM to SIGKILL for tracked process groups
-# Extra round trip the delay wires add (four frame hand-offs through Python, measured ~0.1 ms
-# each on the 2-core CI VM); counted when sizing queues so they cover the real BDP.
+# Round trip the delay wires add on top of the configured latency (four frame hand-offs
+# through Python): 0.2-0.4 ms measured at 1 ms per NIC on the 2-core dev VM
+# (python -m benchmarks.bench_netns_link); counted when sizing queues to cover the real BDP.
 WIRE_RTT_OVERHEAD_S = 0.5e-3
 
 
