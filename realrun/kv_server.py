@@ -81,8 +81,19 @@ class KVServer:
         except (Rejected, ValueError, KeyError, TypeError) as e:
             self.rejected += 1
             log.warning("rejected %s from %r: %s", msg.kind.name, who, e)
-            return [(who, Message(Kind.ERROR, msg.request_id, msg.key, msg.start, msg.stop,
-                                  body={"message": str(e)}))]
+            return [
+                (
+                    who,
+                    Message(
+                        Kind.ERROR,
+                        msg.request_id,
+                        msg.key,
+                        msg.start,
+                        msg.stop,
+                        body={"message": str(e)},
+                    ),
+                )
+            ]
 
     def stats(self) -> dict:
         """Per-slice counters, for tests and for a look at a live server."""
@@ -90,8 +101,14 @@ class KVServer:
             "sync": self.sync,
             "rejected": self.rejected,
             "slices": [
-                {"key": s.key, "start": s.start, "stop": s.stop, "version": s.version,
-                 "updates": s.updates, "pushes": sum(s.pushes.values())}
+                {
+                    "key": s.key,
+                    "start": s.start,
+                    "stop": s.stop,
+                    "version": s.version,
+                    "updates": s.updates,
+                    "pushes": sum(s.pushes.values()),
+                }
                 for s in sorted(self.slices.values(), key=lambda s: (s.key, s.start))
             ],
         }
@@ -110,8 +127,10 @@ class KVServer:
     def _init(self, who: bytes, msg: Message) -> list[Reply]:
         value = self._one_array(msg)
         # Only the first INIT counts (MXNet: rank 0 initialises, later inits are ignored).
-        self.slices.setdefault((msg.key, msg.start), SliceState(
-            msg.key, msg.start, msg.stop, np.array(value, dtype=np.float32)))
+        self.slices.setdefault(
+            (msg.key, msg.start),
+            SliceState(msg.key, msg.start, msg.stop, np.array(value, dtype=np.float32)),
+        )
         return [(who, Message(Kind.RESPONSE, msg.request_id, msg.key, msg.start, msg.stop))]
 
     def _push(self, who: bytes, msg: Message) -> list[Reply]:
@@ -120,13 +139,15 @@ class KVServer:
             raise Rejected(f"push from {who!r}, which is not a worker of this job")
         s = self._slice(msg)
         if msg.flags & Flag.COMPRESSED_2BIT:
-            grad = compression.decompress(self._one_array(msg, compressed=True),
-                                          msg.stop - msg.start, msg.value)
+            grad = compression.decompress(
+                self._one_array(msg, compressed=True), msg.stop - msg.start, msg.value
+            )
         else:
             grad = self._one_array(msg)
         s.pushes[rank] = s.pushes.get(rank, 0) + 1
-        replies: list[Reply] = [(who, Message(Kind.RESPONSE, msg.request_id, msg.key,
-                                              msg.start, msg.stop))]
+        replies: list[Reply] = [
+            (who, Message(Kind.RESPONSE, msg.request_id, msg.key, msg.start, msg.stop))
+        ]
         if self.sync:
             self._merge(s, rank, grad)
         else:
@@ -201,6 +222,8 @@ class KVServer:
         n = msg.stop - msg.start
         expected = compression.words_for(n) if compressed else n
         if a.size != expected:
-            raise Rejected(f"{msg.kind.name} of key {msg.key} [{msg.start}, {msg.stop}) carries "
-                           f"{a.size} values, expected {expected}")
+            raise Rejected(
+                f"{msg.kind.name} of key {msg.key} [{msg.start}, {msg.stop}) carries "
+                f"{a.size} values, expected {expected}"
+            )
         return a

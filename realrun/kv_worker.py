@@ -23,7 +23,9 @@ class KVWorker:
     """A worker's view of the parameter servers of one job."""
 
     def __init__(
-        self, po: Postoffice, bigarray_bound: int = DEFAULT_BIGARRAY_BOUND,
+        self,
+        po: Postoffice,
+        bigarray_bound: int = DEFAULT_BIGARRAY_BOUND,
         compression_threshold: float | None = None,
     ) -> None:
         if po.assignment is None:
@@ -63,9 +65,17 @@ class KVWorker:
         handle = Handle(len(parts) if self.rank == 0 else 0, f"init key {key}")
         if self.rank == 0:
             for p in parts:
-                self.po.request(server_peer(p.server), Message(
-                    Kind.INIT, key=key, start=p.start, stop=p.stop,
-                    arrays=(flat[p.start:p.stop],)), handle)
+                self.po.request(
+                    server_peer(p.server),
+                    Message(
+                        Kind.INIT,
+                        key=key,
+                        start=p.start,
+                        stop=p.stop,
+                        arrays=(flat[p.start : p.stop],),
+                    ),
+                    handle,
+                )
         return handle
 
     def push(self, key: int, grad: np.ndarray, priority: int = 0) -> Handle:
@@ -97,38 +107,60 @@ class KVWorker:
         """A server's per-slice counters (versions, updates, pushes)."""
         got: list[dict] = []
         handle = Handle(1, f"stats of server {server}")
-        self.po.request(server_peer(server), Message(Kind.STATS), handle,
-                        on_response=lambda m: got.append(m.body))
+        self.po.request(
+            server_peer(server),
+            Message(Kind.STATS),
+            handle,
+            on_response=lambda m: got.append(m.body),
+        )
         handle.wait(30.0)
         return got[0]
 
-    def _push(self, key: int, flat: np.ndarray, parts: tuple[Slice, ...], handle: Handle,
-              priority: int) -> None:
+    def _push(
+        self, key: int, flat: np.ndarray, parts: tuple[Slice, ...], handle: Handle, priority: int
+    ) -> None:
         for p in parts:
-            part = flat[p.start:p.stop]
+            part = flat[p.start : p.stop]
             flags, value = 0, 0.0
             if self.compression_threshold is not None:
                 residual = self._residuals.setdefault(
-                    (key, p.start), np.zeros(p.elements, dtype=np.float32))
+                    (key, p.start), np.zeros(p.elements, dtype=np.float32)
+                )
                 part = compression.compress(part, residual, self.compression_threshold)
                 flags, value = Flag.COMPRESSED_2BIT, self.compression_threshold
-            self.po.request(server_peer(p.server), Message(
-                Kind.PUSH, key=key, start=p.start, stop=p.stop, value=value, flags=flags,
-                arrays=(part,)), handle, priority)
+            self.po.request(
+                server_peer(p.server),
+                Message(
+                    Kind.PUSH,
+                    key=key,
+                    start=p.start,
+                    stop=p.stop,
+                    value=value,
+                    flags=flags,
+                    arrays=(part,),
+                ),
+                handle,
+                priority,
+            )
 
-    def _pull(self, key: int, out: np.ndarray, parts: tuple[Slice, ...], handle: Handle,
-              priority: int) -> None:
+    def _pull(
+        self, key: int, out: np.ndarray, parts: tuple[Slice, ...], handle: Handle, priority: int
+    ) -> None:
         for p in parts:
-            self.po.request(server_peer(p.server), Message(
-                Kind.PULL, key=key, start=p.start, stop=p.stop), handle, priority,
-                on_response=_writer(out, p))
+            self.po.request(
+                server_peer(p.server),
+                Message(Kind.PULL, key=key, start=p.start, stop=p.stop),
+                handle,
+                priority,
+                on_response=_writer(out, p),
+            )
 
 
 def _writer(out: np.ndarray, p: Slice):
     def write(msg: Message) -> None:
         if len(msg.arrays) != 1 or msg.arrays[0].size != p.elements:
             raise ValueError(f"expected {p.elements} values for [{p.start}, {p.stop})")
-        out[p.start:p.stop] = msg.arrays[0]
+        out[p.start : p.stop] = msg.arrays[0]
 
     return write
 

@@ -78,7 +78,14 @@ class Message:
 def encode(msg: Message) -> list[Any]:
     """Frames for ``send_multipart``: header, body, then the arrays' own buffers (no copy)."""
     header = _HEADER.pack(
-        MAGIC, VERSION, int(msg.kind), msg.flags, msg.request_id, msg.key, msg.start, msg.stop,
+        MAGIC,
+        VERSION,
+        int(msg.kind),
+        msg.flags,
+        msg.request_id,
+        msg.key,
+        msg.start,
+        msg.stop,
         msg.value,
     )
     body = json.dumps(msg.body, separators=(",", ":")).encode() if msg.body else b""

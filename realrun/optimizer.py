@@ -50,5 +50,9 @@ class SGD:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SGD:
-        return cls(**{k: float(data[k]) for k in ("learning_rate", "momentum", "weight_decay",
-                                                   "rescale_grad")})
+        return cls(
+            **{
+                k: float(data[k])
+                for k in ("learning_rate", "momentum", "weight_decay", "rescale_grad")
+            }
+        )

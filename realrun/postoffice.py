@@ -63,7 +63,9 @@ class Postoffice:
     """Runs a worker's or server's I/O thread; ``handler`` answers requests on a server."""
 
     def __init__(
-        self, env: NodeEnv, handler: Handler | None = None,
+        self,
+        env: NodeEnv,
+        handler: Handler | None = None,
         window_bytes: int = DEFAULT_WINDOW_BYTES,
     ) -> None:
         self.env = env
@@ -94,8 +96,10 @@ class Postoffice:
         self._thread.start()
         if not self._ready.wait(self.env.start_timeout_s + 1.0):
             self.close()
-            raise JobAborted(f"no rank from the scheduler at {self.env.root_address} within "
-                             f"{self.env.start_timeout_s:.0f} s")
+            raise JobAborted(
+                f"no rank from the scheduler at {self.env.root_address} within "
+                f"{self.env.start_timeout_s:.0f} s"
+            )
         if self.error is not None:
             raise JobAborted(self.error)
         assert self.assignment is not None
@@ -106,16 +110,36 @@ class Postoffice:
         if self.error is not None:
             raise JobAborted(self.error)
         with self._lock:
-            heapq.heappush(self._queues.setdefault(peer, []),
-                           (-priority, next(self._seq), msg, msg.nbytes))
+            heapq.heappush(
+                self._queues.setdefault(peer, []), (-priority, next(self._seq), msg, msg.nbytes)
+            )
         self._wake()
 
-    def request(self, peer: str, msg: Message, handle: Handle, priority: int = 0,
-                on_response: Callable[[Message], None] | None = None) -> None:
+    def request(
+        self,
+        peer: str,
+        msg: Message,
+        handle: Handle,
+        priority: int = 0,
+        on_response: Callable[[Message], None] | None = None,
+    ) -> None:
         """Post a message whose RESPONSE completes one part of ``handle``."""
         rid = self.tracker.add(handle, on_response)
-        self.post(peer, Message(msg.kind, rid, msg.key, msg.start, msg.stop, msg.value,
-                                msg.flags, msg.body, msg.arrays), priority)
+        self.post(
+            peer,
+            Message(
+                msg.kind,
+                rid,
+                msg.key,
+                msg.start,
+                msg.stop,
+                msg.value,
+                msg.flags,
+                msg.body,
+                msg.arrays,
+            ),
+            priority,
+        )
 
     def barrier(self, group: str = "worker") -> Handle:
         """A handle that completes when every node of ``group`` (worker|server|all) got here."""
@@ -169,9 +193,20 @@ class Postoffice:
         env = self.env
         try:
             self.van.connect(SCHEDULER, env.root_address, self._identity)
-            self.van.send(SCHEDULER, Message(Kind.REGISTER, body={
-                "role": env.role, "host": env.node_host, "port": self.port, "pid": os.getpid(),
-                "hostname": self.hostname, "slot": env.slot}))
+            self.van.send(
+                SCHEDULER,
+                Message(
+                    Kind.REGISTER,
+                    body={
+                        "role": env.role,
+                        "host": env.node_host,
+                        "port": self.port,
+                        "pid": os.getpid(),
+                        "hostname": self.hostname,
+                        "slot": env.slot,
+                    },
+                ),
+            )
             started = last_heard = time.monotonic()
             next_beat = started
             while not self._stop.is_set():
@@ -192,8 +227,10 @@ class Postoffice:
                     next_beat = now + HEARTBEAT_INTERVAL_S
                 limit = env.heartbeat_timeout_s if self.assignment else env.start_timeout_s
                 if now - (last_heard if self.assignment else started) > limit:
-                    self._abort(f"{env.role} lost the scheduler at {env.root_address}: "
-                                f"nothing heard for {limit:.0f} s")
+                    self._abort(
+                        f"{env.role} lost the scheduler at {env.root_address}: "
+                        f"nothing heard for {limit:.0f} s"
+                    )
                 if self.error is not None or (self.shutdown.is_set() and env.role == "server"):
                     break
         except Exception as e:  # the I/O thread must never die silently
@@ -207,12 +244,14 @@ class Postoffice:
     def _from_scheduler(self, msg: Message) -> None:
         if msg.kind is Kind.ASSIGN and self.assignment is None:
             b = msg.body
-            self.assignment = Assignment(int(b["rank"]), int(b["num_workers"]),
-                                         int(b["num_servers"]), tuple(b["servers"]))
+            self.assignment = Assignment(
+                int(b["rank"]), int(b["num_workers"]), int(b["num_servers"]), tuple(b["servers"])
+            )
             if self.env.role == "worker":
                 for i, address in enumerate(self.assignment.servers):
-                    self.van.connect(server_peer(i), address,
-                                     worker_identity(self.assignment.rank).decode())
+                    self.van.connect(
+                        server_peer(i), address, worker_identity(self.assignment.rank).decode()
+                    )
             self._ready.set()
         elif msg.kind is Kind.BARRIER_DONE:
             self.tracker.complete(msg.request_id, msg)
@@ -232,13 +271,16 @@ class Postoffice:
         if msg.kind is Kind.RESPONSE:
             known = self.tracker.complete(msg.request_id, msg)
         elif msg.kind is Kind.ERROR:
-            known = self.tracker.fail(msg.request_id, RequestFailed(
-                f"{peer}: {msg.body.get('message', 'request rejected')}"))
+            known = self.tracker.fail(
+                msg.request_id,
+                RequestFailed(f"{peer}: {msg.body.get('message', 'request rejected')}"),
+            )
         else:
             known = False
         if not known:
-            log.warning("ignored unexpected %s (request %d) from %s", msg.kind.name,
-                        msg.request_id, peer)
+            log.warning(
+                "ignored unexpected %s (request %d) from %s", msg.kind.name, msg.request_id, peer
+            )
 
     def _serve(self, inc: Incoming) -> None:
         if self.handler is None:

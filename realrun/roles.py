@@ -75,12 +75,19 @@ def node_env(environ: Mapping[str, str] | None = None) -> NodeEnv:
     num_servers = _int(env, "DMLC_NUM_SERVER", 1, 1 << 16)
     num_workers = _int(env, "DMLC_NUM_WORKER", 1, 1 << 16)
     host = env.get("DMLC_NODE_HOST") or (
-        interface_address(env["DMLC_INTERFACE"]) if env.get("DMLC_INTERFACE")
+        interface_address(env["DMLC_INTERFACE"])
+        if env.get("DMLC_INTERFACE")
         else route_address(root_uri)
     )
     slot = _int(env, "REALRUN_SLOT", 0, 1 << 16) if env.get("REALRUN_SLOT") else None
     return NodeEnv(
-        role, root_uri, root_port, num_servers, num_workers, host, slot,
+        role,
+        root_uri,
+        root_port,
+        num_servers,
+        num_workers,
+        host,
+        slot,
         _float(env, "REALRUN_HEARTBEAT_TIMEOUT_S", DEFAULT_HEARTBEAT_TIMEOUT_S),
         _float(env, "REALRUN_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S),
     )
@@ -95,8 +102,10 @@ def route_address(root_uri: str) -> str:
             s.connect((root_uri, 9))
             return s.getsockname()[0]
     except OSError as e:
-        raise RoleError(f"cannot find a local address towards DMLC_PS_ROOT_URI={root_uri}: "
-                        f"{e}; set DMLC_NODE_HOST or DMLC_INTERFACE") from None
+        raise RoleError(
+            f"cannot find a local address towards DMLC_PS_ROOT_URI={root_uri}: "
+            f"{e}; set DMLC_NODE_HOST or DMLC_INTERFACE"
+        ) from None
 
 
 def interface_address(name: str) -> str:

@@ -84,8 +84,10 @@ class Scheduler:
             elif shutdown_at is None:
                 for node in self.nodes.values():
                     if now - node.last_seen > env.heartbeat_timeout_s:
-                        return self._abort(f"{node.describe()} stopped responding: no heartbeat "
-                                           f"for {now - node.last_seen:.1f} s")
+                        return self._abort(
+                            f"{node.describe()} stopped responding: no heartbeat "
+                            f"for {now - node.last_seen:.1f} s"
+                        )
                 if len(self.finished) == env.num_workers:
                     self._broadcast(Message(Kind.SHUTDOWN))
                     shutdown_at = now
@@ -125,22 +127,37 @@ class Scheduler:
 
     def _register(self, who: bytes, body: dict[str, Any]) -> None:
         try:
-            node = NodeInfo(who, str(body["role"]), str(body["host"]), int(body["port"]),
-                            int(body["pid"]), str(body.get("hostname", "?")),
-                            None if body.get("slot") is None else int(body["slot"]),
-                            len(self.nodes))
+            node = NodeInfo(
+                who,
+                str(body["role"]),
+                str(body["host"]),
+                int(body["port"]),
+                int(body["pid"]),
+                str(body.get("hostname", "?")),
+                None if body.get("slot") is None else int(body["slot"]),
+                len(self.nodes),
+            )
         except (KeyError, TypeError, ValueError) as e:
             log.warning("rejected a malformed registration from %r: %s", who, e)
             return
         expected = {"worker": self.env.num_workers, "server": self.env.num_servers}
         have = sum(1 for n in self.nodes.values() if n.role == node.role)
         if node.role not in expected or self.assigned or have >= expected[node.role]:
-            self.error = (f"unexpected {node.describe()} tried to join a job of "
-                          f"{self.env.num_workers} workers and {self.env.num_servers} servers")
+            self.error = (
+                f"unexpected {node.describe()} tried to join a job of "
+                f"{self.env.num_workers} workers and {self.env.num_servers} servers"
+            )
             return
         self.nodes[who] = node
-        self.emit({"event": "registered", "role": node.role, "host": node.host,
-                   "pid": node.pid, "slot": node.slot})
+        self.emit(
+            {
+                "event": "registered",
+                "role": node.role,
+                "host": node.host,
+                "pid": node.pid,
+                "slot": node.slot,
+            }
+        )
         if len(self.nodes) == self.env.num_workers + self.env.num_servers:
             self._assign()
 
@@ -156,22 +173,48 @@ class Scheduler:
                 group.sort(key=lambda n: n.arrival)
             for rank, n in enumerate(group):
                 n.rank = rank
-        servers = sorted((n for n in self.nodes.values() if n.role == "server"),
-                         key=lambda n: n.rank)
+        servers = sorted(
+            (n for n in self.nodes.values() if n.role == "server"), key=lambda n: n.rank
+        )
         addresses = [f"tcp://{n.host}:{n.port}" for n in servers]
         for n in self.nodes.values():
-            self.van.reply(n.identity, Message(Kind.ASSIGN, body={
-                "rank": n.rank, "num_workers": self.env.num_workers,
-                "num_servers": self.env.num_servers, "servers": addresses}))
+            self.van.reply(
+                n.identity,
+                Message(
+                    Kind.ASSIGN,
+                    body={
+                        "rank": n.rank,
+                        "num_workers": self.env.num_workers,
+                        "num_servers": self.env.num_servers,
+                        "servers": addresses,
+                    },
+                ),
+            )
         self.assigned = True
-        self.emit({"event": "assigned", "nodes": [
-            {"role": n.role, "rank": n.rank, "host": n.host, "hostname": n.hostname,
-             "pid": n.pid, "port": n.port} for n in self.nodes.values()]})
+        self.emit(
+            {
+                "event": "assigned",
+                "nodes": [
+                    {
+                        "role": n.role,
+                        "rank": n.rank,
+                        "host": n.host,
+                        "hostname": n.hostname,
+                        "pid": n.pid,
+                        "port": n.port,
+                    }
+                    for n in self.nodes.values()
+                ],
+            }
+        )
 
     def _barrier(self, who: bytes, msg: Message) -> None:
         group = msg.body.get("group")
-        sizes = {"worker": self.env.num_workers, "server": self.env.num_servers,
-                 "all": self.env.num_workers + self.env.num_servers}
+        sizes = {
+            "worker": self.env.num_workers,
+            "server": self.env.num_servers,
+            "all": self.env.num_workers + self.env.num_servers,
+        }
         if group not in sizes:
             log.warning("ignored a barrier of unknown group %r", group)
             return
@@ -185,15 +228,18 @@ class Scheduler:
     def _missing(self, waited_s: float) -> str:
         parts = []
         for role, n in (("worker", self.env.num_workers), ("server", self.env.num_servers)):
-            have = sorted(x.slot for x in self.nodes.values() if x.role == role
-                          and x.slot is not None)
+            have = sorted(
+                x.slot for x in self.nodes.values() if x.role == role and x.slot is not None
+            )
             count = sum(1 for x in self.nodes.values() if x.role == role)
             if count < n:
                 absent = sorted(set(range(n)) - set(have)) if len(have) == count else []
                 which = f" (missing rank {', '.join(map(str, absent))})" if absent else ""
                 parts.append(f"{count} of {n} {role}s{which}")
-        return (f"job did not start: only {' and '.join(parts)} registered with the scheduler "
-                f"at {self.env.root_address} within {waited_s:.0f} s")
+        return (
+            f"job did not start: only {' and '.join(parts)} registered with the scheduler "
+            f"at {self.env.root_address} within {waited_s:.0f} s"
+        )
 
     def _abort(self, message: str) -> int:
         log.error("%s", message)
