@@ -1,0 +1,88 @@
+"""The simulator's uncertain parameters, in one place, with where each default comes from.
+
+These are the knobs calibration fits (a profile overrides them); everything else the simulator
+uses is either in the scenario or a data-sheet number in simscale.hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from simscale.config import ConfigError, between, from_mapping, non_negative, positive
+
+# A backward pass costs about twice the forward FLOPs (gradients w.r.t. both inputs and weights);
+# the usual 1:2 split, e.g. Kaplan et al. 2020 "Scaling laws", section 2.1 (6N vs 2N per token).
+BACKWARD_TO_FORWARD = 2.0
+
+# Achieved fraction of peak FLOP/s when training, by (device, precision).
+#   V100 fp32 0.602: DLPerf (Oneflow-Inc/DLPerf, MxNet/Classification/RN50v1b) measured 384 img/s
+#     for ResNet-50, batch 128, one V100 under MXNet 1.6; with the zoo's 8.21 GFLOP forward and a
+#     2x backward that is 384 * 3 * 8.21e9 / 15.7e12 = 0.602 (tests/test_compute.py re-derives it).
+#   Every other entry is an assumption (not measured here) for calibration to replace: 0.5 of
+#   FP32 peak is the same order as the V100 figure; tensor-core FP16 rarely exceeds a quarter of
+#   its peak on convnets; a PyTorch CPU thread reaches a fraction of its AVX2 peak.
+DEFAULT_COMPUTE_EFFICIENCY: dict[str, float] = {
+    "V100/fp32": 0.602,
+    "V100/fp16": 0.25,
+    "K80/fp32": 0.5,
+    "K80/fp16": 0.5,
+    "P100/fp32": 0.5,
+    "P100/fp16": 0.3,
+    "A100/fp32": 0.5,
+    "A100/fp16": 0.25,
+    "H100/fp32": 0.5,
+    "H100/fp16": 0.25,
+    "cpu/fp32": 0.3,
+    "cpu/fp16": 0.1,
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Software and hardware efficiencies the scenario does not state. Units in every name."""
+
+    # Achieved fraction of peak compute, "GPU/precision" -> fraction; missing keys use defaults.
+    compute_efficiency: dict[str, float] = field(default_factory=dict)
+    # Usable fraction of a NIC's line rate (TCP/IP and framing overhead). SimGrid's LV08 model
+    # uses 0.97 (Velho & Legrand 2009); a calibrated value replaces it.
+    bandwidth_factor: float = field(default=0.97, metadata=between(0.01, 1.0))
+    # Multiplies every configured latency (SimGrid LV08 fits 13.01 for its TCP model).
+    latency_factor: float = field(default=1.0, metadata=positive())
+    # Software cost of sending one message (ps-lite van: serialise, syscall) on the sender's
+    # communication thread. Assumption: tens of microseconds for a zmq send from C++.
+    message_overhead_us: float = field(default=20.0, metadata=non_negative("us"))
+    # Server CPU to merge one pushed byte into the aggregation buffer. Assumption: a
+    # memory-bound sum at ~10 GB/s.
+    server_merge_ns_per_byte: float = field(default=0.1, metadata=non_negative("ns/byte"))
+    # Server CPU to apply the optimizer update to one byte of weights: an MXNet server took
+    # ~780 us to update a 2 MB key (apache/mxnet#14485), i.e. 0.39 ns/byte.
+    server_update_ns_per_byte: float = field(default=0.39, metadata=non_negative("ns/byte"))
+    # Server CPU per request handled (parse, look up the key, bookkeeping). Assumption.
+    server_request_us: float = field(default=10.0, metadata=non_negative("us"))
+    # Fraction of a layer's gradient communication that cannot start before the whole backward
+    # pass ends: 0 = perfect push-as-ready overlap (MXNet), 1 = no overlap (apache/mxnet#6975).
+    overlap_loss: float = field(default=0.0, metadata=between(0.0, 1.0))
+
+    def validate(self) -> None:
+        for key, value in self.compute_efficiency.items():
+            if "/" not in key:
+                raise ConfigError(f"compute_efficiency.{key}",
+                                  "expected a key of the form GPU/precision, e.g. V100/fp32")
+            if not 0 < value <= 1:
+                raise ConfigError(f"compute_efficiency.{key}",
+                                  f"got {value!r}, expected a fraction in (0, 1]")
+
+    def efficiency(self, gpu: str, precision: str) -> float:
+        key = f"{gpu}/{precision}"
+        if key in self.compute_efficiency:
+            return self.compute_efficiency[key]
+        return DEFAULT_COMPUTE_EFFICIENCY.get(key, 0.5)
+
+    def with_values(self, **values: Any) -> CostModel:
+        return replace(self, **values)
+
+
+def cost_model_from_mapping(data: Any, path: str = "costs") -> CostModel:
+    """A CostModel from plain data (a profile's ``costs`` section)."""
+    return from_mapping(CostModel, data, path)

@@ -1,0 +1,80 @@
+"""The network behind one small contract: ``transfer(src, dst, nbytes)`` returns an event.
+
+The parameter-server model and the workload call only ``make_network`` and the ``Network``
+protocol, so a model can be swapped by name ("fairshare": max-min fair flows, the accurate
+default; "fifo": FIFO NIC queues, the cheap baseline) without them knowing which one runs.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import simpy
+
+from simscale.network.fairshare import max_min_fair
+from simscale.network.fifo import FifoNetwork
+from simscale.network.flows import FairShareNetwork
+from simscale.network.stats import LinkStat
+from simscale.network.topology import Nic, Topology, gbit_per_s
+
+__all__ = [
+    "NETWORK_KINDS",
+    "FairShareNetwork",
+    "FifoNetwork",
+    "LinkStat",
+    "Network",
+    "Nic",
+    "Topology",
+    "gbit_per_s",
+    "make_network",
+    "max_min_fair",
+]
+
+
+class Network(Protocol):
+    """What the simulator may ask of any network model."""
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
+        """Start sending ``nbytes`` from host ``src`` to host ``dst``; fires on the last byte."""
+        ...
+
+    def link_stats(self) -> list[LinkStat]:
+        """Per NIC direction (``host3.egress``, ``host3.ingress``) and ``core``: traffic so far."""
+        ...
+
+    def reset_stats(self) -> None:
+        """Start the measured window now (warm-up traffic must not count)."""
+        ...
+
+
+NETWORK_KINDS = {"fairshare": FairShareNetwork, "fifo": FifoNetwork}
+
+
+def make_network(
+    kind: str,
+    env: simpy.Environment,
+    topology: Topology,
+    *,
+    bandwidth_factor: float = 1.0,
+    latency_factor: float = 1.0,
+    stream_max_Bps: float | None = None,
+) -> Network:
+    """Build the network model named ``kind`` on ``topology``.
+
+    ``bandwidth_factor`` scales every NIC and core capacity to what is usable (SimGrid's LV08
+    model uses 0.97), ``latency_factor`` scales every path latency; calibration fits both.
+    ``stream_max_Bps`` caps a single transfer's rate (one TCP stream often cannot fill a fast
+    NIC, BytePS OSDI'20 §4); None means no cap. Same-host copies use none of these.
+    """
+    try:
+        cls = NETWORK_KINDS[kind]
+    except KeyError:
+        choices = ", ".join(sorted(NETWORK_KINDS))
+        raise ValueError(f"unknown network kind {kind!r}; choose one of: {choices}") from None
+    return cls(
+        env,
+        topology,
+        bandwidth_factor=bandwidth_factor,
+        latency_factor=latency_factor,
+        stream_max_Bps=stream_max_Bps,
+    )

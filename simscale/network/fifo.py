@@ -1,0 +1,115 @@
+"""The simpler network model: each NIC direction is a first-come-first-served server.
+
+Rule, exactly: a transfer from ``src`` to ``dst`` requested at time ``t`` starts sending at
+``start = max(t, free(src egress), free(dst ingress))``, holds BOTH links for
+``nbytes / min(capacities on its path)`` (the core, when present, and a per-stream cap limit
+that rate), releases both at ``end``, and fires at ``end + path latency``. Links are reserved in
+request order and never backfilled: a later transfer cannot use an idle gap before an earlier
+reservation. The core is not a FIFO server (it carries many transfers at once in any real
+fabric); it only caps a transfer's rate and has its bytes and busy time counted.
+
+Compared with fair sharing, this serialises what a real NIC interleaves, so one large transfer
+delays every small one queued behind it; it is kept as the cheap baseline the fair-share model
+must beat, and needs one SimPy event per transfer and no solver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from simscale.network.arrival import Arrival
+from simscale.network.flows import check_factors, check_transfer
+from simscale.network.stats import LinkStat
+from simscale.network.topology import Topology
+
+
+@dataclass(frozen=True)
+class _Busy:
+    """One interval during which a link carried ``nbytes`` at a constant rate."""
+
+    start_s: float
+    end_s: float
+    nbytes: float
+
+
+class FifoNetwork:
+    """Transfers queue first-come-first-served on the sender's egress and receiver's ingress."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        topology: Topology,
+        *,
+        bandwidth_factor: float = 1.0,
+        latency_factor: float = 1.0,
+        stream_max_Bps: float | None = None,
+    ) -> None:
+        check_factors(bandwidth_factor, latency_factor, stream_max_Bps)
+        self.env = env
+        self.topology = topology
+        self._latency_factor = latency_factor
+        self._stream_max_Bps = stream_max_Bps
+        self._cap = [c * bandwidth_factor for c in topology.link_capacities_Bps()]
+        self._core = topology.core_link
+        self._free_at_s = [env.now] * len(self._cap)
+        self._intervals: list[list[_Busy]] = [[] for _ in self._cap]
+        self._window_start_s = env.now
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> Arrival:
+        """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte."""
+        check_transfer(self.topology, src, dst, nbytes)
+        arrival = Arrival(self.env)
+        now = self.env.now
+        if src == dst:
+            arrival.arrive_in(self.topology.copy_time_s(nbytes))
+            return arrival
+        latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
+        if nbytes == 0:
+            arrival.arrive_in(latency_s)
+            return arrival
+        egress, ingress = 2 * src, 2 * dst + 1
+        rate = min(self._cap[egress], self._cap[ingress])
+        if self._core is not None:
+            rate = min(rate, self._cap[self._core])
+        if self._stream_max_Bps is not None:
+            rate = min(rate, self._stream_max_Bps)
+        start = max(now, self._free_at_s[egress], self._free_at_s[ingress])
+        end = start + nbytes / rate
+        self._free_at_s[egress] = self._free_at_s[ingress] = end
+        busy = _Busy(start, end, float(nbytes))
+        self._intervals[egress].append(busy)
+        self._intervals[ingress].append(busy)
+        if self._core is not None:
+            self._intervals[self._core].append(busy)
+        arrival.arrive_in(end + latency_s - now)
+        return arrival
+
+    def link_stats(self) -> list[LinkStat]:
+        """Bytes and busy time of every NIC direction (and the core) since ``reset_stats``."""
+        lo, hi = self._window_start_s, self.env.now
+        names = self.topology.link_names()
+        stats = []
+        for i, intervals in enumerate(self._intervals):
+            carried = 0.0
+            busy = 0.0
+            covered_to = lo
+            # Sorted by start, the union of the (possibly overlapping, on the core) intervals
+            # clipped to the window is their busy time; bytes are prorated to the clipped part.
+            for b in sorted(intervals, key=lambda b: b.start_s):
+                s, e = max(b.start_s, lo), min(b.end_s, hi)
+                if e <= s:
+                    continue
+                carried += b.nbytes * (e - s) / (b.end_s - b.start_s)
+                busy += max(0.0, e - max(s, covered_to))
+                covered_to = max(covered_to, e)
+            stats.append(LinkStat(names[i], self._cap[i], carried, busy, hi - lo))
+        return stats
+
+    def reset_stats(self) -> None:
+        """Start the measured window now: traffic before this instant (warm-up) is forgotten."""
+        now = self.env.now
+        self._window_start_s = now
+        # Reservations still running or queued keep counting, for their part after now.
+        self._intervals = [[b for b in ivs if b.end_s > now] for ivs in self._intervals]

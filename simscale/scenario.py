@@ -1,0 +1,341 @@
+"""The scenario file: one YAML document describing a cluster, a model and how it trains.
+
+Shared by the simulator, realrun and calibration. Loading validates everything up front; any
+problem becomes a ``ScenarioError`` whose message names the file, the field path, the bad value
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from simscale import hardware, zoo
+from simscale.config import (
+    ConfigError,
+    apply_overrides,
+    at_least,
+    between,
+    from_mapping,
+    non_negative,
+    positive,
+    read_yaml,
+    to_mapping,
+)
+from simscale.sharding import DEFAULT_BIGARRAY_BOUND
+
+ScenarioError = ConfigError
+
+Mode = Literal[
+    "local", "device", "dist_sync", "dist_async", "dist_sync_device", "dist_async_device",
+    "allreduce",
+]
+DIST_MODES = ("dist_sync", "dist_async", "dist_sync_device", "dist_async_device")
+
+
+def _known(name: str, choices: Sequence[str], what: str) -> None:
+    if name not in choices:
+        close = difflib.get_close_matches(name, list(choices), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "known: " + ", ".join(sorted(choices))
+        raise ConfigError("", f"unknown {what} {name!r} ({hint})")
+
+
+def _known_at(path: str, name: str, choices: Sequence[str], what: str) -> None:
+    try:
+        _known(name, choices, what)
+    except ConfigError as e:
+        raise ConfigError(path, e.problem) from None
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """``count`` identical worker hosts: an instance preset, or GPUs and NIC given explicitly
+    (explicit fields override the preset's)."""
+
+    count: int = field(metadata=at_least(1))
+    instance: str | None = None
+    gpus_per_host: int | None = field(default=None, metadata=at_least(1))
+    gpu: str | None = None
+    nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
+    latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
+    cpu_cores: int | None = field(default=None, metadata=at_least(1))
+
+    def validate(self) -> None:
+        if self.instance is not None:
+            _known_at("instance", self.instance, list(hardware.INSTANCES), "instance")
+            preset = hardware.INSTANCES[self.instance]
+            if preset.gpus == 0 and self.gpus_per_host is None:
+                raise ConfigError(
+                    "instance", f"{self.instance!r} has no GPUs, expected a GPU instance for "
+                    "worker hosts (or set gpus_per_host and gpu)")
+        else:
+            for name in ("gpus_per_host", "gpu", "nic_gbps"):
+                if getattr(self, name) is None:
+                    raise ConfigError(name, "missing, expected it (or an instance preset)")
+        if self.gpu is not None:
+            _known_at("gpu", self.gpu, list(hardware.GPUS), "gpu")
+
+    def resolved(self) -> tuple[int, str, float, float, int]:
+        """(gpus, gpu name, nic Gbit/s, one-way latency us, cpu cores) after applying presets."""
+        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        gpus = self.gpus_per_host if self.gpus_per_host is not None else p.gpus  # type: ignore[union-attr]
+        gpu = self.gpu if self.gpu is not None else p.gpu  # type: ignore[union-attr]
+        nic = self.nic_gbps if self.nic_gbps is not None else p.nic_gbps  # type: ignore[union-attr]
+        lat = self.latency_us if self.latency_us is not None else hardware.DEFAULT_LATENCY_US
+        cores = self.cpu_cores if self.cpu_cores is not None else (p.vcpus // 2 if p else 8)
+        return gpus, str(gpu), nic, lat, cores
+
+
+@dataclass(frozen=True)
+class ServerHostGroup:
+    """Dedicated parameter-server hosts (placement: dedicated)."""
+
+    count: int = field(metadata=at_least(1))
+    instance: str | None = None
+    nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
+    latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
+    cpu_cores: int | None = field(default=None, metadata=at_least(1))
+
+    def validate(self) -> None:
+        if self.instance is not None:
+            _known_at("instance", self.instance, list(hardware.INSTANCES), "instance")
+        elif self.nic_gbps is None:
+            raise ConfigError("nic_gbps", "missing, expected it (or an instance preset)")
+
+    def resolved(self) -> tuple[float, float, int]:
+        """(nic Gbit/s, one-way latency us, cpu cores) after applying the preset."""
+        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        nic = self.nic_gbps if self.nic_gbps is not None else p.nic_gbps  # type: ignore[union-attr]
+        lat = self.latency_us if self.latency_us is not None else hardware.DEFAULT_LATENCY_US
+        cores = self.cpu_cores if self.cpu_cores is not None else (p.vcpus // 2 if p else 8)
+        return nic, lat, cores
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Worker host groups, optional dedicated server hosts, and the switch core."""
+
+    hosts: tuple[HostGroup, ...]
+    server_hosts: ServerHostGroup | None = None
+    # Ratio of the hosts' total NIC bandwidth to the core's capacity; 1 = non-blocking.
+    core_oversubscription: float = field(default=1.0, metadata=at_least(1.0))
+
+    def validate(self) -> None:
+        if not self.hosts:
+            raise ConfigError("hosts", "empty, expected at least one host group")
+
+
+@dataclass(frozen=True)
+class ArrayConfig:
+    """One parameter array of an explicitly described model."""
+
+    name: str
+    elements: int = field(metadata=at_least(1))
+    fwd_gflops: float = field(default=0.0, metadata=non_negative("GFLOP per sample"))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A zoo model by name, or explicit parameter arrays (each array its own layer)."""
+
+    name: str | None = None
+    arrays: tuple[ArrayConfig, ...] | None = None
+
+    def validate(self) -> None:
+        if (self.name is None) == (self.arrays is None):
+            raise ConfigError("", "expected exactly one of 'name' (a zoo model) or 'arrays'")
+        if self.name is not None:
+            _known_at("name", self.name, zoo.names(), "model")
+        if self.arrays is not None and not self.arrays:
+            raise ConfigError("arrays", "empty, expected at least one array")
+
+    def spec(self) -> zoo.ModelSpec:
+        """The model's parameter arrays and per-layer FLOPs."""
+        if self.name is not None:
+            return zoo.get(self.name)
+        assert self.arrays is not None
+        layers = tuple(
+            zoo.Layer(a.name, a.fwd_gflops * 1e9, (zoo.ParamArray(a.name, (a.elements,)),))
+            for a in self.arrays
+        )
+        return zoo.ModelSpec("custom", layers, source="explicit arrays in the scenario")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """SGD with momentum and weight decay, applied on the servers (MXNet's updater)."""
+
+    learning_rate: float = field(default=0.1, metadata=positive())
+    momentum: float = field(default=0.9, metadata=between(0.0, 0.999))
+    weight_decay: float = field(default=1e-4, metadata=non_negative())
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    batch_per_gpu: int = field(metadata=at_least(1))
+    precision: Literal["fp32", "fp16"] = "fp32"
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+
+@dataclass(frozen=True)
+class CompressionConfig:
+    """MXNet's 2-bit gradient compression (worker→server only)."""
+
+    type: Literal["none", "2bit"] = "none"
+    threshold: float = field(default=0.5, metadata=positive())
+
+
+@dataclass(frozen=True)
+class AllreduceConfig:
+    """Ring all-reduce in the style of Horovod, the alternative to a parameter server."""
+
+    algorithm: Literal["ring", "hierarchical"] = "hierarchical"
+    fusion_mb: float = field(default=64.0, metadata=positive("MB"))  # Horovod's default buffer
+    cycle_ms: float = field(default=5.0, metadata=non_negative("ms"))  # Horovod's default cycle
+
+
+@dataclass(frozen=True)
+class KVStoreConfig:
+    mode: Mode = "dist_sync"
+    servers: int | None = field(default=None, metadata=at_least(1))
+    placement: Literal["colocated", "dedicated"] = "colocated"
+    bigarray_bound: int = field(default=DEFAULT_BIGARRAY_BOUND, metadata=at_least(1))
+    gradient_compression: CompressionConfig = field(default_factory=CompressionConfig)
+    allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    warmup_iterations: int = field(default=2, metadata=non_negative())
+    measured_iterations: int = field(default=10, metadata=at_least(1))
+    # Stop measuring early once the last iterations agree within this relative tolerance.
+    stable_tolerance: float = field(default=0.01, metadata=between(0.0, 1.0))
+    seed: int = 0
+    network_model: Literal["fairshare", "fifo"] = "fairshare"
+    # Relative standard deviation of each GPU's compute time per iteration (stragglers).
+    compute_jitter: float = field(default=0.0, metadata=between(0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class RealrunConfig:
+    """How realrun executes the scenario (ignored by the simulator)."""
+
+    compute: Literal["real", "emulated"] = "real"
+    dilation: float = field(default=1.0, metadata=at_least(1.0))
+    threads_per_worker: int = field(default=1, metadata=at_least(1))
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: ClusterConfig
+    model: ModelConfig
+    training: TrainingConfig
+    kvstore: KVStoreConfig = field(default_factory=KVStoreConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    realrun: RealrunConfig = field(default_factory=RealrunConfig)
+    name: str = ""
+    description: str = ""
+
+    def validate(self) -> None:
+        kv = self.kvstore
+        n_hosts = self.num_workers
+        if kv.mode in ("local", "device") and n_hosts != 1:
+            raise ConfigError(
+                "kvstore.mode", f"got {kv.mode!r} with {n_hosts} worker hosts, expected a dist_* "
+                "mode (or allreduce) for more than one host")
+        if kv.mode not in DIST_MODES:
+            return
+        if kv.placement == "colocated":
+            if kv.servers is not None and kv.servers > n_hosts:
+                raise ConfigError(
+                    "kvstore.servers", f"got {kv.servers}, expected at most {n_hosts} (one per "
+                    "worker host) with placement 'colocated'; use placement 'dedicated' and "
+                    "cluster.server_hosts for more")
+            if self.cluster.server_hosts is not None:
+                raise ConfigError(
+                    "cluster.server_hosts", "given, but kvstore.placement is 'colocated'; "
+                    "expected placement 'dedicated' to use dedicated server hosts")
+        else:
+            if self.cluster.server_hosts is None:
+                raise ConfigError(
+                    "cluster.server_hosts", "missing, expected dedicated server hosts because "
+                    "kvstore.placement is 'dedicated'")
+
+    # ---- derived facts every consumer needs ----
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes: one per worker host, as MXNet runs it."""
+        return sum(g.count for g in self.cluster.hosts)
+
+    @property
+    def num_servers(self) -> int:
+        """Server processes (0 outside the dist_* modes)."""
+        if self.kvstore.mode not in DIST_MODES:
+            return 0
+        if self.kvstore.servers is not None:
+            return self.kvstore.servers
+        if self.kvstore.placement == "dedicated":
+            assert self.cluster.server_hosts is not None
+            return self.cluster.server_hosts.count
+        return self.num_workers
+
+    def worker_groups(self) -> list[HostGroup]:
+        """The host group of each worker rank, in rank order."""
+        return [g for g in self.cluster.hosts for _ in range(g.count)]
+
+    def gpus_per_worker(self, rank: int) -> int:
+        return self.worker_groups()[rank].resolved()[0]
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.resolved()[0] * g.count for g in self.cluster.hosts)
+
+    @property
+    def global_batch(self) -> int:
+        return self.num_gpus * self.training.batch_per_gpu
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data that ``scenario_from_dict`` reads back to an equal Scenario."""
+        return to_mapping(self)
+
+
+def _normalise(data: Any) -> Any:
+    # ``model: resnet50`` is shorthand for ``model: {name: resnet50}``.
+    if isinstance(data, dict) and isinstance(data.get("model"), str):
+        data = {**data, "model": {"name": data["model"]}}
+    return data
+
+
+def scenario_from_dict(data: Any, source: str | None = None) -> Scenario:
+    """Validate plain data (e.g. a run record's scenario) into a Scenario."""
+    try:
+        return from_mapping(Scenario, _normalise(data))
+    except ConfigError as e:
+        raise e.in_file(source) if source else e from None
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override (``--set path=value``) and validate the scenario in ``path``."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("", f"expected a YAML mapping with sections cluster, model, training, "
+                          f"got {type(data).__name__}", str(path))
+    try:
+        data = apply_overrides(data, overrides)
+    except ConfigError as e:
+        raise e.in_file(str(path)) from None
+    scenario = scenario_from_dict(data, str(path))
+    if not scenario.name:
+        scenario = _with_name(scenario, Path(path).stem)
+    return scenario
+
+
+def _with_name(s: Scenario, name: str) -> Scenario:
+    from dataclasses import replace
+
+    return replace(s, name=name)

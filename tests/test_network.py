@@ -1,0 +1,333 @@
+"""The network models as the simulator sees them: transfer events fire at the derived times."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from simscale.network import (
+    FairShareNetwork,
+    FifoNetwork,
+    Nic,
+    Topology,
+    gbit_per_s,
+    make_network,
+)
+
+GB = 1e9  # bytes
+B = 1e9  # NIC bytes/s in every direction: 1 GB takes exactly 1 s
+LAT = 5e-6  # one-way NIC latency, s; a path costs 2 * LAT
+
+BOTH = ["fairshare", "fifo"]
+
+
+def run_transfers(net, env, transfers):
+    """Start ``(name, at_s, src, dst, nbytes)`` transfers; return ``{name: arrival time}``."""
+    done = {}
+
+    def one(name, at, src, dst, nbytes):
+        yield env.timeout(at)
+        yield net.transfer(src, dst, nbytes)
+        done[name] = env.now
+
+    for t in transfers:
+        env.process(one(*t))
+    env.run()
+    return done
+
+
+def build(kind, hosts=4, **topo):
+    env = simpy.Environment()
+    net = make_network(kind, env, Topology.uniform(hosts, B, LAT, **topo))
+    return env, net
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_lone_transfer_takes_path_latency_plus_size_over_bandwidth(kind):
+    """0.3 GB from host 0 to host 1: 2 * 5 us + 0.3 s."""
+    env, net = build(kind)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, 0.3 * GB)])
+    assert done["a"] == pytest.approx(2 * LAT + 0.3, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_calibration_factors_scale_bandwidth_and_latency(kind):
+    """bandwidth_factor 0.5 halves the usable rate, latency_factor 3 triples the latency:
+    1 GB takes 1 / 0.5 = 2 s plus 3 * 2 * 5 us."""
+    env = simpy.Environment()
+    topo = Topology.uniform(2, B, LAT)
+    net = make_network(kind, env, topo, bandwidth_factor=0.5, latency_factor=3.0)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB)])
+    assert done["a"] == pytest.approx(2.0 + 3 * 2 * LAT, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_stream_cap_limits_one_transfer_below_the_nic(kind):
+    """stream_max_Bps 0.25 GB/s on a 1 GB/s NIC: 1 GB takes 4 s (plus latency)."""
+    env = simpy.Environment()
+    net = make_network(kind, env, Topology.uniform(2, B, LAT), stream_max_Bps=0.25 * B)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB)])
+    assert done["a"] == pytest.approx(4.0 + 2 * LAT, rel=1e-12)
+
+
+def test_two_simultaneous_transfers_out_of_one_host_each_take_twice_as_long():
+    """Host 0 sends 1 GB to host 1 and 1 GB to host 2 at once: its egress is shared 1/2 each,
+    so both last 2 s instead of 1 s."""
+    env, net = build("fairshare")
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB), ("b", 0.0, 0, 2, GB)])
+    assert done == pytest.approx({"a": 2.0 + 2 * LAT, "b": 2.0 + 2 * LAT}, rel=1e-12)
+
+
+def test_a_late_joining_flow_slows_the_first_which_speeds_back_up_when_it_ends():
+    """A: 1 GB h0->h1 at t=0; B: 0.25 GB h0->h2 at t=0.25.
+
+    0 .. 0.25: A alone at 1 GB/s, 0.75 GB left. From 0.25 both at 0.5 GB/s: B needs
+    0.25 / 0.5 = 0.5 s, ends sending at 0.75, while A sends 0.25 GB (0.5 GB left). Then A alone
+    again at 1 GB/s: ends sending at 1.25 (instead of 1.0 without B). Each arrives 2 * LAT later.
+    """
+    env, net = build("fairshare")
+    done = run_transfers(net, env, [("A", 0.0, 0, 1, GB), ("B", 0.25, 0, 2, 0.25 * GB)])
+    assert done["B"] == pytest.approx(0.75 + 2 * LAT, rel=1e-12)
+    assert done["A"] == pytest.approx(1.25 + 2 * LAT, rel=1e-12)
+
+
+def test_incast_of_unequal_senders_into_one_ingress():
+    """Hosts 1, 2, 3 send 1, 2 and 3 GB to host 0 at t=0; host 0's ingress is the bottleneck.
+
+    All three at 1/3 GB/s: the 1 GB ends at 3 s (2 and 1 GB left on the others). Two at 1/2:
+    the 2 GB one's last 1 GB takes 2 s, ends at 5 (1 GB left on the third). The third alone:
+    ends at 6 = (1 + 2 + 3) GB / 1 GB/s — the ingress never idles.
+    """
+    env, net = build("fairshare")
+    done = run_transfers(net, env, [(f"h{h}", 0.0, h, 0, h * GB) for h in (1, 2, 3)])
+    assert done == pytest.approx({"h1": 3.0, "h2": 5.0, "h3": 6.0}, abs=3 * LAT)
+    assert done["h3"] == pytest.approx(6.0 + 2 * LAT, rel=1e-12)
+
+
+@pytest.mark.parametrize("senders", [2, 7, 31])
+def test_incast_of_equal_senders_finishes_all_together(senders):
+    """n senders of 1 GB into one host: each gets 1/n, all arrive at n seconds (+ latency)."""
+    env, net = build("fairshare", hosts=senders + 1)
+    done = run_transfers(net, env, [(h, 0.0, h, 0, GB) for h in range(1, senders + 1)])
+    assert len(done) == senders
+    assert list(done.values()) == pytest.approx([senders + 2 * LAT] * senders, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_same_host_transfer_skips_the_nic(kind):
+    """A same-host copy of 1 GB at 4 GB/s takes 0.25 s, no latency, and does not slow a
+    concurrent 1 GB transfer leaving that host (which still takes 1 s); no NIC carries it."""
+    env = simpy.Environment()
+    net = make_network(kind, env, Topology.uniform(2, B, LAT, intra_host_Bps=4 * B))
+    done = run_transfers(net, env, [("local", 0.0, 0, 0, GB), ("remote", 0.0, 0, 1, GB)])
+    assert done["local"] == pytest.approx(0.25, rel=1e-12)
+    assert done["remote"] == pytest.approx(1.0 + 2 * LAT, rel=1e-12)
+    carried = {s.name: s.bytes_carried for s in net.link_stats()}
+    assert carried == pytest.approx(
+        {"host0.egress": GB, "host0.ingress": 0, "host1.egress": 0, "host1.ingress": GB}
+    )
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_same_host_transfer_is_instant_without_an_intra_host_rate(kind):
+    """Without intra_host_Bps a same-host transfer arrives at the instant it is sent."""
+    env, net = build(kind)
+    done = run_transfers(net, env, [("local", 0.5, 2, 2, GB)])
+    assert done["local"] == 0.5
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_an_empty_transfer_costs_only_the_latency(kind):
+    """Zero bytes between hosts arrive one path latency later."""
+    env, net = build(kind)
+    assert run_transfers(net, env, [("z", 1.0, 0, 3, 0)])["z"] == pytest.approx(1.0 + 2 * LAT)
+
+
+def test_oversubscribed_core_is_shared_by_disjoint_host_pairs():
+    """4 hosts of 1 GB/s, oversubscription 4: one core link of 4 GB/s / 4 = 1 GB/s. Two
+    transfers 0->1 and 2->3 share no NIC but share the core: 0.5 GB/s each, 1 GB takes 2 s."""
+    env, net = build("fairshare", oversubscription=4.0)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB), ("b", 0.0, 2, 3, GB)])
+    assert done == pytest.approx({"a": 2.0 + 2 * LAT, "b": 2.0 + 2 * LAT}, rel=1e-12)
+    core = next(s for s in net.link_stats() if s.name == "core")
+    assert core.capacity_Bps == pytest.approx(1e9)
+    assert core.bytes_carried == pytest.approx(2 * GB)
+
+
+def test_a_non_blocking_core_changes_nothing():
+    """Oversubscription 1 gives a core as fast as all NICs together: 0->1 and 2->3 take 1 s."""
+    env, net = build("fairshare", oversubscription=1.0)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB), ("b", 0.0, 2, 3, GB)])
+    assert done == pytest.approx({"a": 1.0 + 2 * LAT, "b": 1.0 + 2 * LAT}, rel=1e-12)
+
+
+def test_path_latency_is_the_sum_of_both_nics_latencies():
+    """Host 0 NIC latency 1 ms, host 1 3 ms: an empty transfer takes 4 ms either way."""
+    env = simpy.Environment()
+    topo = Topology((Nic(B, B, 1e-3), Nic(B, B, 3e-3)))
+    net = make_network("fairshare", env, topo)
+    done = run_transfers(net, env, [("ab", 0.0, 0, 1, 0), ("ba", 0.0, 1, 0, 0)])
+    assert done == pytest.approx({"ab": 4e-3, "ba": 4e-3}, rel=1e-12)
+
+
+def test_asymmetric_nic_directions_limit_by_the_slower_end():
+    """Host 0 egress 2 GB/s, host 1 ingress 0.5 GB/s: 1 GB moves at 0.5 GB/s, takes 2 s."""
+    env = simpy.Environment()
+    topo = Topology((Nic(2 * B, B, 0.0), Nic(B, 0.5 * B, 0.0)))
+    for kind in BOTH:
+        env = simpy.Environment()
+        net = make_network(kind, env, topo)
+        assert run_transfers(net, env, [("a", 0.0, 0, 1, GB)])["a"] == pytest.approx(2.0)
+
+
+def test_fifo_serves_each_nic_in_arrival_order_without_backfilling():
+    """FIFO rule: start = max(request, free(src egress), free(dst ingress)), hold both.
+
+    a: 0->1, 1 GB at t=0: sends 0..1. b: 0->2, 1 GB at t=0.1: waits for h0.egress, 1..2.
+    c: 3->2, 0.5 GB at t=0.2: h2.ingress is reserved by b until 2, so c sends 2..2.5 although
+    h2.ingress is idle until 1 (no backfilling). d: 3->1 at t=0.3: h3.egress free at 2.5,
+    h1.ingress at 1: sends 2.5..3.5 (d's 1 GB). Each arrives 2 * LAT after it ends.
+    """
+    env, net = build("fifo")
+    done = run_transfers(
+        net,
+        env,
+        [
+            ("a", 0.0, 0, 1, GB),
+            ("b", 0.1, 0, 2, GB),
+            ("c", 0.2, 3, 2, 0.5 * GB),
+            ("d", 0.3, 3, 1, GB),
+        ],
+    )
+    expected = {"a": 1.0, "b": 2.0, "c": 2.5, "d": 3.5}
+    assert done == pytest.approx({k: v + 2 * LAT for k, v in expected.items()}, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_stats_cover_only_the_window_after_reset(kind):
+    """1 GB h0->h1 sends during 0..1 s; stats reset at 0.25 and read at 2 count the 0.75 GB
+    sent after the reset, 0.75 busy seconds, over a 1.75 s window (utilisation 0.75 / 1.75)."""
+    env, net = build(kind)
+    net.transfer(0, 1, GB)
+    env.run(until=0.25)
+    net.reset_stats()
+    env.run(until=2.0)
+    stats = {s.name: s for s in net.link_stats()}
+    for name in ("host0.egress", "host1.ingress"):
+        s = stats[name]
+        assert s.bytes_carried == pytest.approx(0.75 * GB, rel=1e-12)
+        assert s.busy_s == pytest.approx(0.75, rel=1e-12)
+        assert s.window_s == pytest.approx(1.75)
+        assert s.utilization == pytest.approx(0.75 / 1.75, rel=1e-12)
+        assert s.busy_fraction == pytest.approx(0.75 / 1.75, rel=1e-12)
+    assert stats["host1.egress"].bytes_carried == 0
+    assert stats["host1.egress"].busy_s == 0
+    assert [s.name for s in net.link_stats()] == [
+        f"host{h}.{d}" for h in range(4) for d in ("egress", "ingress")
+    ]
+
+
+def test_busy_time_counts_any_traffic_while_bytes_count_the_rate():
+    """Incast 2 x 1 GB into host 0 from hosts 1, 2 over 0..2 s: host0.ingress is busy 2 s at
+    full rate (2 GB), each sender's egress busy 2 s at half rate (1 GB, utilisation 0.5)."""
+    env, net = build("fairshare")
+    net.transfer(1, 0, GB)
+    net.transfer(2, 0, GB)
+    env.run(until=2.0)
+    stats = {s.name: s for s in net.link_stats()}
+    assert stats["host0.ingress"].bytes_carried == pytest.approx(2 * GB)
+    assert stats["host0.ingress"].utilization == pytest.approx(1.0)
+    assert stats["host1.egress"].busy_s == pytest.approx(2.0)
+    assert stats["host1.egress"].utilization == pytest.approx(0.5)
+
+
+def test_starts_at_one_instant_share_one_re_solve(monkeypatch):
+    """100 transfers requested at t=0, some after zero-delay hops of their process (later
+    events of the same instant), cause one re-solve for their start; all 100 (equal, disjoint
+    pairs round-robin) end together, so their ends cause one more."""
+    env = simpy.Environment()
+    net = FairShareNetwork(env, Topology.uniform(10, B, 0.0))
+    solves = []
+    original = net._solve
+    monkeypatch.setattr(net, "_solve", lambda: (solves.append(env.now), original())[1])
+
+    def sender(i):
+        for _ in range(i % 3):
+            yield env.timeout(0)
+        yield net.transfer(i % 10, (i + 1) % 10, GB)
+
+    for i in range(100):
+        env.process(sender(i))
+    env.run()
+    # Each host sends 10 and receives 10 flows: 1 GB/s / 10 each, 1 GB takes 10 s.
+    assert env.now == pytest.approx(10.0)
+    assert solves == [0.0, pytest.approx(10.0)]
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_every_byte_sent_is_counted_once_on_each_link_of_its_path(kind):
+    """Random traffic among 6 hosts: each NIC direction's bytes equal the sum of the transfers
+    crossing it, and no transfer arrives sooner than latency + size / NIC rate."""
+    rng = np.random.default_rng(7)
+    env, net = build(kind, hosts=6)
+    transfers = []
+    for i in range(300):
+        src, dst = rng.choice(6, size=2, replace=False).tolist()
+        transfers.append((i, float(rng.uniform(0, 1.0)), src, dst, float(rng.uniform(1e3, 1e8))))
+    done = run_transfers(net, env, transfers)
+    expected_egress = np.zeros(6)
+    expected_ingress = np.zeros(6)
+    for name, at, src, dst, nbytes in transfers:
+        expected_egress[src] += nbytes
+        expected_ingress[dst] += nbytes
+        assert done[name] >= at + 2 * LAT + nbytes / B - 1e-9
+    stats = {s.name: s for s in net.link_stats()}
+    for h in range(6):
+        assert stats[f"host{h}.egress"].bytes_carried == pytest.approx(expected_egress[h])
+        assert stats[f"host{h}.ingress"].bytes_carried == pytest.approx(expected_ingress[h])
+
+
+def test_make_network_names_the_choices_for_an_unknown_kind():
+    """An unknown model name raises a ValueError listing the valid ones."""
+    env = simpy.Environment()
+    with pytest.raises(ValueError, match="fairshare, fifo"):
+        make_network("packet", env, Topology.uniform(2, B))
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_make_network_builds_the_named_model(kind):
+    """'fairshare' and 'fifo' build the matching class."""
+    net = make_network(kind, simpy.Environment(), Topology.uniform(2, B))
+    assert isinstance(net, {"fairshare": FairShareNetwork, "fifo": FifoNetwork}[kind])
+
+
+@pytest.mark.parametrize("kind", BOTH)
+@pytest.mark.parametrize(
+    ("src", "dst", "nbytes", "message"),
+    [
+        (0, 4, 1.0, "host 4 out of range 0..3"),
+        (0, 1, -1.0, "non-negative"),
+        (0, 1, np.inf, "finite"),
+    ],
+)
+def test_bad_transfers_are_rejected(kind, src, dst, nbytes, message):
+    """Unknown hosts and negative or infinite sizes raise a ValueError at the call."""
+    _env, net = build(kind)
+    with pytest.raises(ValueError, match=message):
+        net.transfer(src, dst, nbytes)
+
+
+def test_topology_rejects_impossible_hardware():
+    """Zero bandwidth, negative latency and an oversubscription below 1 are refused."""
+    with pytest.raises(ValueError, match="egress_Bps"):
+        Nic(0.0, B)
+    with pytest.raises(ValueError, match="latency_s"):
+        Nic(B, B, -1.0)
+    with pytest.raises(ValueError, match="oversubscription"):
+        Topology.uniform(2, B, oversubscription=0.5)
+
+
+def test_gbit_conversion_uses_decimal_giga_and_eight_bits():
+    """A 25 Gbit/s NIC carries 3.125e9 bytes/s."""
+    assert gbit_per_s(25) == 3.125e9

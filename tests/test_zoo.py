@@ -1,0 +1,235 @@
+"""The model zoo: architectures reduced to parameter arrays and per-layer forward FLOPs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simscale import zoo
+from simscale.zoo.architectures.layers import (
+    adaptive_avg_pool2d,
+    batchnorm2d,
+    concat_channels,
+    conv2d,
+    flatten,
+    layer,
+    linear,
+    max_pool2d,
+    relu,
+)
+
+# Parameter counts published by torchvision (``num_params`` in each model's IMAGENET1K_V1 weights
+# meta, torchvision/models/{resnet,vgg,alexnet,inception}.py).
+TORCHVISION_PARAMS = {
+    "resnet18": 11_689_512,
+    "resnet34": 21_797_672,
+    "resnet50": 25_557_032,
+    "resnet101": 44_549_160,
+    "resnet152": 60_192_808,
+    "vgg16": 138_357_544,
+    "alexnet": 61_100_840,
+    "inception_v3": 27_161_264,
+}
+
+# Forward multiply-adds per sample in units of 1e9, torchvision's ``_ops`` weights meta ("GFLOPS"
+# in its model table): convolutions and linear layers only, at 224x224 (299x299 for Inception),
+# Inception in eval mode (no auxiliary head).
+TORCHVISION_GMACS = {
+    "resnet18": 1.814,
+    "resnet34": 3.664,
+    "resnet50": 4.089,
+    "resnet101": 7.801,
+    "resnet152": 11.514,
+    "vgg16": 15.47,
+    "alexnet": 0.714,
+    "inception_v3": 5.713,
+}
+
+ALL_MODELS = [*TORCHVISION_PARAMS, "mlp", "convnet_small"]
+
+
+def test_every_model_is_registered() -> None:
+    """The zoo offers the eight torchvision models and the two small test models, and no others."""
+    assert zoo.names() == sorted(ALL_MODELS)
+
+
+def test_unknown_model_error_lists_known_names() -> None:
+    """Asking for a missing model names the ones there are, so a typo in a scenario is obvious."""
+    with pytest.raises(KeyError, match="resnet50"):
+        zoo.get("resnet51")
+
+
+@pytest.mark.parametrize("name", sorted(TORCHVISION_PARAMS))
+def test_parameter_count_equals_torchvision(name: str) -> None:
+    """Counts derived from block configurations equal torchvision's published counts exactly."""
+    assert zoo.get(name).params == TORCHVISION_PARAMS[name]
+
+
+@pytest.mark.parametrize(
+    ("name", "n_arrays"),
+    [("resnet18", 62), ("resnet50", 161), ("resnet152", 467), ("vgg16", 32), ("alexnet", 16)],
+)
+def test_array_counts(name: str, n_arrays: int) -> None:
+    """One key per weight, bias, BN weight and BN bias: ResNet-50 has 161, VGG-16 32 (13 convs
+    and 3 linear layers, each with a bias)."""
+    assert len(zoo.get(name).arrays) == n_arrays
+
+
+def test_small_models_have_a_splittable_array() -> None:
+    """mlp and convnet_small keep most parameters in one array above 100 k elements, small enough
+    to run on a CPU yet large enough to be split across servers with a lowered bigarray bound."""
+    mlp, convnet = zoo.get("mlp"), zoo.get("convnet_small")
+    assert mlp.params == 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10 == 535_818
+    assert max(a.elements for a in mlp.arrays) == 784 * 512
+    assert 100_000 <= convnet.params <= 1_000_000
+    assert max(a.elements for a in convnet.arrays) == 64 * 4 * 4 * 256
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_array_names_are_unique(name: str) -> None:
+    """Every array name (a KVStore key's identity) occurs once."""
+    names = [a.name for a in zoo.get(name).arrays]
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_a_layer_is_one_conv_or_linear_with_its_norm(name: str) -> None:
+    """A layer with arrays starts with exactly one conv/linear weight (2-D or 4-D); the rest are
+    its bias or its batch norm's 1-D weight and bias. Every layer costs some forward FLOPs."""
+    for lyr in zoo.get(name).layers:
+        assert lyr.fwd_flops > 0, lyr.name
+        if not lyr.arrays:
+            continue
+        ranks = [len(a.shape) for a in lyr.arrays]
+        assert ranks[0] in (2, 4), lyr.name
+        assert all(r == 1 for r in ranks[1:]), lyr.name
+        assert lyr.arrays[0].name.endswith(".weight")
+
+
+def test_resnet50_bottleneck_keeps_torchvision_order() -> None:
+    """A block that changes shape lists conv1, bn1, conv2, bn2, conv3, bn3, then downsample.0 and
+    downsample.1, as torchvision's Bottleneck registers them."""
+    spec = zoo.get("resnet50")
+    block = [a.name for a in spec.arrays if a.name.startswith("layer2.0.")]
+    assert block == [
+        "layer2.0.conv1.weight",
+        "layer2.0.bn1.weight",
+        "layer2.0.bn1.bias",
+        "layer2.0.conv2.weight",
+        "layer2.0.bn2.weight",
+        "layer2.0.bn2.bias",
+        "layer2.0.conv3.weight",
+        "layer2.0.bn3.weight",
+        "layer2.0.bn3.bias",
+        "layer2.0.downsample.0.weight",
+        "layer2.0.downsample.1.weight",
+        "layer2.0.downsample.1.bias",
+    ]
+    shapes = {a.name: a.shape for a in spec.arrays}
+    # v1.5: the stride sits on the 3x3 conv; the 1x1 projection goes from 256 to 512 channels.
+    assert shapes["layer2.0.conv2.weight"] == (128, 128, 3, 3)
+    assert shapes["layer2.0.downsample.0.weight"] == (512, 256, 1, 1)
+    assert spec.arrays[0].name == "conv1.weight"
+    assert [a.name for a in spec.arrays[-2:]] == ["fc.weight", "fc.bias"]
+    assert shapes["fc.weight"] == (1000, 2048)
+
+
+def test_batchnorm_running_statistics_are_not_keys() -> None:
+    """Running mean and variance are buffers, updated locally, never pushed."""
+    for name in ALL_MODELS:
+        assert not any("running" in a.name for a in zoo.get(name).arrays)
+
+
+def test_inception_aux_head_sits_between_mixed_6e_and_mixed_7a() -> None:
+    """torchvision registers AuxLogits after Mixed_6e, so its keys come before Mixed_7a's."""
+    names = [a.name for a in zoo.get("inception_v3").arrays]
+    aux = [i for i, n in enumerate(names) if n.startswith("AuxLogits.")]
+    last_6e = max(i for i, n in enumerate(names) if n.startswith("Mixed_6e."))
+    first_7a = min(i for i, n in enumerate(names) if n.startswith("Mixed_7a."))
+    assert aux == list(range(last_6e + 1, first_7a))
+    assert names[aux[-2]] == "AuxLogits.fc.weight"
+    assert zoo.get("inception_v3").input_shape == (3, 299, 299)
+
+
+@pytest.mark.parametrize("name", sorted(TORCHVISION_GMACS))
+def test_forward_flops_match_torchvision_within_one_percent(name: str) -> None:
+    """Forward FLOPs per sample are 2x torchvision's multiply-add count plus the elementwise ops
+    (and Inception's training-only auxiliary head) it leaves out: at least the reference, and
+    less than 1 % above it."""
+    gmacs = zoo.get(name).fwd_flops / 2e9
+    assert 0 <= gmacs / TORCHVISION_GMACS[name] - 1 < 0.01
+
+
+def test_resnet50_forward_is_about_8_2_gflops() -> None:
+    """The figure usually quoted for ResNet-50: about 4.1 G multiply-adds, 8.2 GFLOPs."""
+    assert zoo.get("resnet50").fwd_flops == pytest.approx(8.2e9, rel=0.01)
+
+
+def test_resnet_stem_flops_by_hand() -> None:
+    """The 7x7/2 stem on 3x224x224 gives 64x112x112 (2*64*112*112*3*7*7 = 236,027,904 FLOPs),
+    batch norm 2 and ReLU 1 per element (3 * 802,816), then a 3x3/2 max-pool to 64x56x56
+    (9 per output: 9 * 200,704)."""
+    stem = zoo.get("resnet50").layers[0]
+    assert stem.name == "conv1"
+    assert [a.name for a in stem.arrays] == ["conv1.weight", "bn1.weight", "bn1.bias"]
+    assert stem.fwd_flops == 236_027_904 + 3 * 802_816 + 9 * 200_704
+
+
+def test_builders_track_shapes_through_a_chain() -> None:
+    """Steps apply in order; a layer's arrays and FLOPs are those of its steps, by hand:
+    conv 2*8*4*4*3*3*3 = 6912 + bn 2*128 + relu 128; pool to 8x2x2 costs 4*32; then 32->5 linear
+    2*32*5 + 5."""
+    lyr, shape = layer(
+        "block",
+        (3, 4, 4),
+        conv2d("c", 8, 3, padding=1),
+        batchnorm2d("b"),
+        relu(),
+        max_pool2d(2),
+        adaptive_avg_pool2d(2),
+        flatten(),
+        linear("fc", 5),
+    )
+    assert shape == (5,)
+    assert [(a.name, a.shape) for a in lyr.arrays] == [
+        ("c.weight", (8, 3, 3, 3)),
+        ("b.weight", (8,)),
+        ("b.bias", (8,)),
+        ("fc.weight", (5, 32)),
+        ("fc.bias", (5,)),
+    ]
+    assert lyr.fwd_flops == 6912 + 256 + 128 + 128 + 32 + 0 + 325
+
+
+def test_conv_output_size_follows_torch_floor_rule() -> None:
+    """Inception's stem: 299 -> 149 (3x3/2) -> 147 (3x3) -> 73 (max-pool 3/2); asymmetric 1x7
+    kernels with (0, 3) padding keep the size."""
+    _, shape = layer("s", (3, 299, 299), conv2d("a", 32, 3, stride=2), conv2d("b", 32, 3))
+    assert shape == (32, 147, 147)
+    _, shape = layer("p", shape, max_pool2d(3, stride=2), conv2d("c", 7, (1, 7), padding=(0, 3)))
+    assert shape == (7, 73, 73)
+
+
+def test_builders_reject_impossible_shapes() -> None:
+    """A linear layer on an unflattened input, a kernel larger than its input and branches of
+    different sizes are errors, not silent nonsense."""
+    with pytest.raises(ValueError, match="flat"):
+        layer("x", (3, 4, 4), linear("fc", 2))
+    with pytest.raises(ValueError, match="too small"):
+        layer("x", (3, 2, 2), conv2d("c", 4, 5))
+    with pytest.raises(ValueError, match="spatial"):
+        concat_channels((4, 8, 8), (4, 7, 7))
+    assert concat_channels((4, 8, 8), (6, 8, 8)) == (10, 8, 8)
+
+
+def test_zoo_never_imports_torch() -> None:
+    """The simulator side stays free of torch: building every model loads no torch module."""
+    code = (
+        "import sys\nfrom simscale import zoo\n"
+        "[zoo.get(n) for n in zoo.names()]\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
