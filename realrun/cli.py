@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from realrun.job import Job
     from realrun.local_launcher import LocalLauncher
-    from realrun.scenario_compat import ScenarioError
+    from simscale.scenario import ScenarioError
 
     try:
         job = Job(

@@ -24,7 +24,7 @@ from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
 from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
-from realrun.scenario_compat import load_scenario, scenario_dict
+from simscale.scenario import load_scenario
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ class Job:
         }
         return RunRecord(
             schema_version=SCHEMA_VERSION,
-            scenario=scenario_dict(s),
+            scenario=s.to_dict(),
             environment=env,
             iterations=tuple(iterations),
             summary=summarize(iterations, s.simulation.warmup_iterations, samples),

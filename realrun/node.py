@@ -81,12 +81,12 @@ def run_server(env: NodeEnv) -> int:
 def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
     import torch
 
+    from realrun import torch_models
     from realrun.kv_worker import KVWorker
     from realrun.postoffice import Postoffice
-    from realrun.scenario_compat import ScenarioError, load_scenario
     from realrun.tracker import JobAborted
     from realrun.training import Trainer
-    from realrun.zoo_models import models
+    from simscale.scenario import load_scenario
 
     po = Postoffice(env)
     where = f"worker (slot {env.slot}) on {env.node_host}"
@@ -96,7 +96,7 @@ def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
         scenario = load_scenario(scenario_path, overrides)
         plan, bound, threshold = plan_from_scenario(scenario, rank)
         torch.set_num_threads(scenario.realrun.threads_per_worker)
-        trainer = Trainer(KVWorker(po, bound, threshold), plan, models())
+        trainer = Trainer(KVWorker(po, bound, threshold), plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})
         trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
         po.finish()
@@ -104,7 +104,7 @@ def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
     except JobAborted as e:
         log.error("%s: %s", where, e)
         return 1
-    except (ScenarioError, Exception) as e:
+    except Exception as e:  # any failure: tell the scheduler, which stops the job
         message = f"{type(e).__name__}: {e}"
         log.exception("%s failed", where)
         po.fail(message)

@@ -153,8 +153,11 @@ def from_mapping(cls: type[T], data: Any, path: str = "") -> T:
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ConfigError(path, f"got {describe(data)}, expected a mapping with fields "
-                          + ", ".join(f.name for f in dataclasses.fields(cls)))  # type: ignore[arg-type]
+        raise ConfigError(
+            path,
+            f"got {describe(data)}, expected a mapping with fields "
+            + ", ".join(f.name for f in dataclasses.fields(cls)),
+        )  # type: ignore[arg-type]
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:

@@ -67,11 +67,14 @@ class CostModel:
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
             if "/" not in key:
-                raise ConfigError(f"compute_efficiency.{key}",
-                                  "expected a key of the form GPU/precision, e.g. V100/fp32")
+                raise ConfigError(
+                    f"compute_efficiency.{key}",
+                    "expected a key of the form GPU/precision, e.g. V100/fp32",
+                )
             if not 0 < value <= 1:
-                raise ConfigError(f"compute_efficiency.{key}",
-                                  f"got {value!r}, expected a fraction in (0, 1]")
+                raise ConfigError(
+                    f"compute_efficiency.{key}", f"got {value!r}, expected a fraction in (0, 1]"
+                )
 
     def efficiency(self, gpu: str, precision: str) -> float:
         key = f"{gpu}/{precision}"

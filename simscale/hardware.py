@@ -42,29 +42,43 @@ GPUS: dict[str, GPUSpec] = {
     for g in (
         # One GK210 die, which EC2 (p2) exposes as one GPU: a K80 board is 2 dies with
         # 8.73 TFLOPS FP32 at boost (NVIDIA Tesla K80 data sheet). No fast FP16 on Kepler.
-        GPUSpec("K80", 4.365, 4.365, PCIE3_X16_GBYTES, PCIE3_X16_GBYTES, 12,
-                "NVIDIA Tesla K80 data sheet (per GK210 die, boost)"),
+        GPUSpec(
+            "K80",
+            4.365,
+            4.365,
+            PCIE3_X16_GBYTES,
+            PCIE3_X16_GBYTES,
+            12,
+            "NVIDIA Tesla K80 data sheet (per GK210 die, boost)",
+        ),
         # Tesla P100 SXM2: 10.6 FP32 / 21.2 FP16 TFLOPS; NVLink 1.0 160 GB/s (NVIDIA P100 data
         # sheet).
-        GPUSpec("P100", 10.6, 21.2, PCIE3_X16_GBYTES, 160.0, 16,
-                "NVIDIA Tesla P100 SXM2 data sheet"),
+        GPUSpec(
+            "P100", 10.6, 21.2, PCIE3_X16_GBYTES, 160.0, 16, "NVIDIA Tesla P100 SXM2 data sheet"
+        ),
         # Tesla V100 SXM2: 15.7 FP32, 125 tensor-core FP16 TFLOPS; NVLink 2.0 300 GB/s
         # (NVIDIA V100 data sheet). p3 instances use the SXM2 part.
-        GPUSpec("V100", 15.7, 125.0, PCIE3_X16_GBYTES, 300.0, 16,
-                "NVIDIA Tesla V100 SXM2 data sheet"),
+        GPUSpec(
+            "V100", 15.7, 125.0, PCIE3_X16_GBYTES, 300.0, 16, "NVIDIA Tesla V100 SXM2 data sheet"
+        ),
         # A100 SXM4: 19.5 FP32, 312 dense FP16 tensor TFLOPS; NVLink 3 600 GB/s; PCIe 4.0
         # (NVIDIA A100 data sheet).
-        GPUSpec("A100", 19.5, 312.0, PCIE4_X16_GBYTES, 600.0, 40,
-                "NVIDIA A100 SXM4 data sheet"),
+        GPUSpec("A100", 19.5, 312.0, PCIE4_X16_GBYTES, 600.0, 40, "NVIDIA A100 SXM4 data sheet"),
         # H100 SXM5: 67 FP32, 989 dense FP16 tensor TFLOPS; NVLink 4 900 GB/s; PCIe 5.0
         # (NVIDIA H100 data sheet).
-        GPUSpec("H100", 67.0, 989.0, PCIE5_X16_GBYTES, 900.0, 80,
-                "NVIDIA H100 SXM5 data sheet"),
+        GPUSpec("H100", 67.0, 989.0, PCIE5_X16_GBYTES, 900.0, 80, "NVIDIA H100 SXM5 data sheet"),
         # A CPU worker thread for realrun's CPU world. One AVX2 core: 2 FMA units x 8 FP32
         # lanes x 2 FLOPs x ~2.5 GHz = 80 GFLOP/s peak; what PyTorch achieves on it is the
         # calibrated efficiency. Gradients already live in host memory, hence the high link.
-        GPUSpec("cpu", 0.08, 0.08, 10.0, 10.0, 8,
-                "AVX2 core: 2 FMA x 8 lanes x 2 FLOP x 2.5 GHz (Intel optimization manual)"),
+        GPUSpec(
+            "cpu",
+            0.08,
+            0.08,
+            10.0,
+            10.0,
+            8,
+            "AVX2 core: 2 FMA x 8 lanes x 2 FLOP x 2.5 GHz (Intel optimization manual)",
+        ),
     )
 }
 

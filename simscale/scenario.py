@@ -30,7 +30,12 @@ from simscale.sharding import DEFAULT_BIGARRAY_BOUND
 ScenarioError = ConfigError
 
 Mode = Literal[
-    "local", "device", "dist_sync", "dist_async", "dist_sync_device", "dist_async_device",
+    "local",
+    "device",
+    "dist_sync",
+    "dist_async",
+    "dist_sync_device",
+    "dist_async_device",
     "allreduce",
 ]
 DIST_MODES = ("dist_sync", "dist_async", "dist_sync_device", "dist_async_device")
@@ -69,8 +74,10 @@ class HostGroup:
             preset = hardware.INSTANCES[self.instance]
             if preset.gpus == 0 and self.gpus_per_host is None:
                 raise ConfigError(
-                    "instance", f"{self.instance!r} has no GPUs, expected a GPU instance for "
-                    "worker hosts (or set gpus_per_host and gpu)")
+                    "instance",
+                    f"{self.instance!r} has no GPUs, expected a GPU instance for "
+                    "worker hosts (or set gpus_per_host and gpu)",
+                )
         else:
             for name in ("gpus_per_host", "gpu", "nic_gbps"):
                 if getattr(self, name) is None:
@@ -245,25 +252,33 @@ class Scenario:
         n_hosts = self.num_workers
         if kv.mode in ("local", "device") and n_hosts != 1:
             raise ConfigError(
-                "kvstore.mode", f"got {kv.mode!r} with {n_hosts} worker hosts, expected a dist_* "
-                "mode (or allreduce) for more than one host")
+                "kvstore.mode",
+                f"got {kv.mode!r} with {n_hosts} worker hosts, expected a dist_* "
+                "mode (or allreduce) for more than one host",
+            )
         if kv.mode not in DIST_MODES:
             return
         if kv.placement == "colocated":
             if kv.servers is not None and kv.servers > n_hosts:
                 raise ConfigError(
-                    "kvstore.servers", f"got {kv.servers}, expected at most {n_hosts} (one per "
+                    "kvstore.servers",
+                    f"got {kv.servers}, expected at most {n_hosts} (one per "
                     "worker host) with placement 'colocated'; use placement 'dedicated' and "
-                    "cluster.server_hosts for more")
+                    "cluster.server_hosts for more",
+                )
             if self.cluster.server_hosts is not None:
                 raise ConfigError(
-                    "cluster.server_hosts", "given, but kvstore.placement is 'colocated'; "
-                    "expected placement 'dedicated' to use dedicated server hosts")
+                    "cluster.server_hosts",
+                    "given, but kvstore.placement is 'colocated'; "
+                    "expected placement 'dedicated' to use dedicated server hosts",
+                )
         else:
             if self.cluster.server_hosts is None:
                 raise ConfigError(
-                    "cluster.server_hosts", "missing, expected dedicated server hosts because "
-                    "kvstore.placement is 'dedicated'")
+                    "cluster.server_hosts",
+                    "missing, expected dedicated server hosts because "
+                    "kvstore.placement is 'dedicated'",
+                )
 
     # ---- derived facts every consumer needs ----
 
@@ -323,8 +338,12 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read, override (``--set path=value``) and validate the scenario in ``path``."""
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError("", f"expected a YAML mapping with sections cluster, model, training, "
-                          f"got {type(data).__name__}", str(path))
+        raise ConfigError(
+            "",
+            f"expected a YAML mapping with sections cluster, model, training, "
+            f"got {type(data).__name__}",
+            str(path),
+        )
     try:
         data = apply_overrides(data, overrides)
     except ConfigError as e:

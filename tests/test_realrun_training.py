@@ -7,10 +7,10 @@ import pytest
 import torch
 from realrun_inprocess import InProcessJob
 
+from realrun import torch_models
 from realrun.kv_worker import KVWorker
 from realrun.optimizer import SGD
 from realrun.training import Trainer, TrainPlan, batch_seed
-from realrun.zoo_models import models
 
 WORKERS, SERVERS = 2, 2
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-3
@@ -27,7 +27,7 @@ def plan(sync: bool = True) -> TrainPlan:
 def reference_weights() -> list[np.ndarray]:
     """torch.optim.SGD on one process: weight decay inside the momentum, momentum buffer
     started at the first gradient, which equals MXNet's rule for a constant learning rate."""
-    m = models()
+    m = torch_models
     torch.manual_seed(SEED)
     model = m.build("mlp")
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
@@ -50,7 +50,7 @@ def reference_weights() -> list[np.ndarray]:
 @pytest.mark.slow
 def test_dist_sync_training_equals_single_process_sgd_on_summed_gradients():
     def train(po):
-        trainer = Trainer(KVWorker(po, bigarray_bound=BOUND), plan(), models())
+        trainer = Trainer(KVWorker(po, bigarray_bound=BOUND), plan(), torch_models)
         timings = trainer.run()
         return trainer.weights(), timings
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from simscale.cli import main
+
 from simscale.config import ConfigError
 from simscale.scenario import load_scenario, scenario_from_dict
 
@@ -80,7 +80,11 @@ def test_bad_input_shows_no_traceback_from_the_installed_command() -> None:
     """Run as a real process, bad input still gives exit 2 and no traceback."""
     proc = subprocess.run(
         [sys.executable, "-m", "simscale.cli", "predict", str(BAD / "negative-bandwidth.yaml")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "cluster.hosts[0].nic_gbps" in proc.stderr
@@ -131,9 +135,13 @@ def test_scenario_round_trips_through_plain_data() -> None:
 
 def test_defaults_follow_mxnet() -> None:
     """Servers default to one per worker host (launch.py without -s); bound is 1,000,000."""
-    s = scenario_from_dict({
-        "cluster": {"hosts": [{"count": 3, "instance": "p3.8xlarge"}]},
-        "model": "resnet18", "training": {"batch_per_gpu": 8}})
+    s = scenario_from_dict(
+        {
+            "cluster": {"hosts": [{"count": 3, "instance": "p3.8xlarge"}]},
+            "model": "resnet18",
+            "training": {"batch_per_gpu": 8},
+        }
+    )
     assert s.num_servers == 3
     assert s.kvstore.bigarray_bound == 1_000_000
     assert s.kvstore.mode == "dist_sync"
