@@ -29,6 +29,7 @@ from realrun.tracker import Handle
 # much sooner (heartbeats), this only bounds the wait if everything else has failed.
 PULL_WAIT_LIMIT_S = 300.0
 BARRIER_WAIT_LIMIT_S = 120.0  # worker 0 initialising a large model on every server
+_BUILD_LOCK = threading.Lock()
 DATA_POOL = 4  # distinct synthetic batches per replica, cycled: data loading is not measured
 
 
@@ -75,11 +76,15 @@ class Trainer:
         self.devices = resolve_devices(plan.device, plan.gpus)
         self.on_gpu = self.devices[0].type == "cuda"
         self.aggregation = "gpu" if (plan.device_aggregation and self.on_gpu) else "cpu"
-        torch.manual_seed(plan.seed)
         self.replicas: list[nn.Module] = []
-        for dev in self.devices:
-            with torch.device(dev):
-                self.replicas.append(models.build(plan.model))
+        # Initialisation draws from torch's global generator; the lock keeps it reproducible
+        # when several workers share one process (tests). Only worker 0's values reach the
+        # servers anyway.
+        with _BUILD_LOCK:
+            torch.manual_seed(plan.seed)
+            for dev in self.devices:
+                with torch.device(dev):
+                    self.replicas.append(models.build(plan.model))
         self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
         self.names = [n for n, _ in self.replicas[0].named_parameters()]
         self.buffers = [np.empty(p.numel(), dtype=np.float32) for p in self.params[0]]
