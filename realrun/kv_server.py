@@ -174,9 +174,11 @@ class KVServer:
             return
         s.round_workers.add(rank)
         if s.merged is None:
-            s.merged = np.array(grad, dtype=np.float32)  # own copy: the frame is read-only
-        else:
+            s.merged = grad  # the received frame itself: no copy for the first push
+        elif s.merged.flags.writeable:
             s.merged += grad
+        else:
+            s.merged = s.merged + grad  # a read-only frame: the sum becomes our own array
         if len(s.round_workers) == self.num_workers:
             merged, s.merged = s.merged, None
             s.round_workers = set()
