@@ -126,7 +126,9 @@ class Job:
             for p in self.processes:
                 rc = p.poll()
                 if rc is not None and (rc != 0 or p.role == "scheduler"):
-                    raise JobFailed(self._explain_exit(p, rc))
+                    reason = self._explain_exit(p, rc)
+                    if not self.state.done:  # the scheduler may have said "done" and left
+                        raise JobFailed(reason)
             if deadline is not None and time.monotonic() > deadline:
                 raise JobFailed(f"time limit of {self.timeout_s:.0f} s reached")
         # Done: give the nodes a moment to leave by themselves.
@@ -215,6 +217,11 @@ class Job:
 
     def _explain_exit(self, p: NodeProcess, rc: int) -> str:
         """The clearest one-line reason: the scheduler's if it has one, else the exit status."""
+        if p.role == "scheduler" and self._reader is not None:
+            self._reader.join(TERMINATE_GRACE_S)  # its last events may still be in the pipe
+            self._drain(0.0)
+            if self.state.error is not None:
+                return self.state.error
         if rc > 0:
             end = time.monotonic() + FAILURE_DETAIL_WAIT_S
             while time.monotonic() < end and self.state.error is None:
