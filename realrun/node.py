@@ -135,7 +135,7 @@ def plan_from_scenario(scenario: Any, rank: int):
         gpus=scenario.gpus_per_worker(rank),
         iterations=sim.warmup_iterations + sim.measured_iterations,
         seed=sim.seed,
-        sync="sync" in kv.mode,
+        sync=kv.mode in ("dist_sync", "dist_sync_device"),
         # The servers sum every GPU's mean-loss gradient; rescaling by 1/GPUs averages them.
         optimizer=SGD(opt.learning_rate, opt.momentum, opt.weight_decay, 1.0 / total_gpus),
         device_aggregation=kv.mode.endswith("_device"),
