@@ -102,7 +102,9 @@ class Trainer:
             "device": str(dev.type),
             "device_name": torch.cuda.get_device_name(dev) if self.on_gpu else "cpu",
             "replicas": len(self.replicas),
+            # dist_*_device without CUDA runs the CPU path; the record says so.
             "gradient_aggregation": self.aggregation,
+            "device_aggregation_requested": self.plan.device_aggregation,
             "torch_threads": torch.get_num_threads(),
             "keys": len(self.buffers),
         }

@@ -18,13 +18,12 @@ BATCH, ITERATIONS, SEED = 8, 4, 3
 BOUND = 100_000  # fc1.weight (401,408 elements) is split over both servers, the rest is not
 
 
-def plan(sync: bool = True) -> TrainPlan:
-    return TrainPlan(
-        "mlp", BATCH, 1, ITERATIONS, SEED, sync, SGD(LR, MOMENTUM, WD, rescale_grad=1.0 / WORKERS)
-    )
+def plan(gpus: int) -> TrainPlan:
+    optimizer = SGD(LR, MOMENTUM, WD, rescale_grad=1.0 / (WORKERS * gpus))
+    return TrainPlan("mlp", BATCH, gpus, ITERATIONS, SEED, True, optimizer)
 
 
-def reference_weights() -> list[np.ndarray]:
+def reference_weights(gpus: int) -> list[np.ndarray]:
     """torch.optim.SGD on one process: weight decay inside the momentum, momentum buffer
     started at the first gradient, which equals MXNet's rule for a constant learning rate."""
     m = torch_models
@@ -35,28 +34,32 @@ def reference_weights() -> list[np.ndarray]:
     for it in range(ITERATIONS):
         summed = [torch.zeros_like(p) for p in model.parameters()]
         for rank in range(WORKERS):
-            gen = torch.Generator().manual_seed(batch_seed(SEED, rank, 0, it % pool))
-            x, y = m.synthetic_batch("mlp", BATCH, gen)
-            model.zero_grad()
-            m.loss(model(x), y).backward()
-            for s, p in zip(summed, model.parameters(), strict=True):
-                s += p.grad
+            for replica in range(gpus):
+                gen = torch.Generator().manual_seed(batch_seed(SEED, rank, replica, it % pool))
+                x, y = m.synthetic_batch("mlp", BATCH, gen)
+                model.zero_grad()
+                m.loss(model(x), y).backward()
+                for s, p in zip(summed, model.parameters(), strict=True):
+                    s += p.grad
         for s, p in zip(summed, model.parameters(), strict=True):
-            p.grad = s / WORKERS
+            p.grad = s / (WORKERS * gpus)
         opt.step()
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
 @pytest.mark.slow
-def test_dist_sync_training_equals_single_process_sgd_on_summed_gradients():
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_dist_sync_training_equals_single_process_sgd_on_summed_gradients(gpus):
+    """With 2 "GPUs" per worker the host first sums its two replicas' gradients."""
+
     def train(po):
-        trainer = Trainer(KVWorker(po, bigarray_bound=BOUND), plan(), torch_models)
+        trainer = Trainer(KVWorker(po, bigarray_bound=BOUND), plan(gpus), torch_models)
         timings = trainer.run()
         return trainer.weights(), timings
 
     with InProcessJob(WORKERS, SERVERS) as job:
         results = job.run_workers(train)
-    expected = reference_weights()
+    expected = reference_weights(gpus)
     for weights, timings in results:
         assert [t.iteration for t in timings] == list(range(ITERATIONS))
         for got, want in zip(weights, expected, strict=True):
