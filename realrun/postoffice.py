@@ -179,7 +179,7 @@ class Postoffice:
         self._wake()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(5.0)
-        if not self._thread.is_alive() or not self._thread.ident:
+        if not self._thread.is_alive():  # finished, or never started
             self._close_van()
 
     def _wake(self) -> None:

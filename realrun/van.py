@@ -9,8 +9,10 @@ received as views of zmq's buffers. Only the thread that runs ``poll`` may call 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 from dataclasses import dataclass
 
 import zmq
@@ -47,6 +49,8 @@ class Van:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._poller.register(self._wake_r, zmq.POLLIN)
+        self._wake_lock = threading.Lock()
+        self._closed = False
         self.rejected = 0  # malformed messages dropped
         self.bytes_sent = 0
 
@@ -89,13 +93,14 @@ class Van:
         return True
 
     def wake(self) -> None:
-        """Make a pending ``poll`` return; safe from any thread."""
-        try:
-            os.write(self._wake_w, b"!")
-        except BlockingIOError:
-            pass  # the pipe is full of wake-ups already: poll will return anyway
-        except OSError:
-            pass  # closed: the node is shutting down and nobody polls any more
+        """Make a pending ``poll`` return; safe from any thread, a no-op once closed."""
+        # The lock keeps a late wake-up from writing to a descriptor number that close()
+        # has already released (and the OS may have handed to another file).
+        with self._wake_lock:
+            if self._closed:
+                return
+            with contextlib.suppress(BlockingIOError):  # full of wake-ups: poll returns anyway
+                os.write(self._wake_w, b"!")
 
     def poll(self, timeout_s: float) -> list[Incoming]:
         """Messages that arrived within ``timeout_s`` (fewer, sooner, after a ``wake``)."""
@@ -139,8 +144,10 @@ class Van:
             sock.close(linger=LINGER_MS)
         self._dealers.clear()
         self._ctx.term()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        with self._wake_lock:
+            self._closed = True
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def _socket(self, kind: int) -> zmq.Socket:
         sock = self._ctx.socket(kind)
