@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def _run(args: argparse.Namespace) -> int:
     except (ScenarioError, ValueError, OSError) as e:
         print(f"realrun: {e}", file=sys.stderr)
         return 2
+    # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
+    # the record, exactly as for Ctrl-C.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     record = job.run()
     out = Path(args.output) if args.output else Path("runs") / f"{job.scenario.name}.json"
     write_record(record, out)
@@ -67,6 +71,10 @@ def _run(args: argparse.Namespace) -> int:
         f"{s.mean_wait_s * 1e3:.1f} ms); record {out}"
     )
     return 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

@@ -92,8 +92,8 @@ class Job:
         t0 = time.monotonic()
         try:
             self._run()
-        except KeyboardInterrupt:
-            self.state.error = "interrupted (Ctrl-C)"
+        except KeyboardInterrupt as e:
+            self.state.error = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
         except JobFailed as e:
             self.state.error = str(e)
         finally:

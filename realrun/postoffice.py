@@ -13,13 +13,12 @@ import heapq
 import itertools
 import logging
 import os
-import queue
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from realrun.message import Kind, Message
 from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
@@ -85,7 +84,6 @@ class Postoffice:
         self._queues: dict[str, list[tuple[int, int, Message, int]]] = {}
         self._in_flight: dict[str, int] = {}
         self._sent_bytes: dict[int, tuple[str, int]] = {}  # request id -> (peer, bytes)
-        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"{env.role}-io", daemon=True)
         self._identity = f"{env.role}-{self.hostname}-{os.getpid()}-{secrets.token_hex(3)}"
 
@@ -125,21 +123,7 @@ class Postoffice:
     ) -> None:
         """Post a message whose RESPONSE completes one part of ``handle``."""
         rid = self.tracker.add(handle, on_response)
-        self.post(
-            peer,
-            Message(
-                msg.kind,
-                rid,
-                msg.key,
-                msg.start,
-                msg.stop,
-                msg.value,
-                msg.flags,
-                msg.body,
-                msg.arrays,
-            ),
-            priority,
-        )
+        self.post(peer, replace(msg, request_id=rid), priority)
 
     def barrier(self, group: str = "worker") -> Handle:
         """A handle that completes when every node of ``group`` (worker|server|all) got here."""
@@ -165,11 +149,6 @@ class Postoffice:
         if self.error is None and self._thread.is_alive():
             self.post(SCHEDULER, Message(Kind.FAIL, body={"message": message}))
             time.sleep(0.2)  # let the I/O thread hand it to zmq before we close
-
-    def call(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the I/O thread (the only one allowed to touch sockets)."""
-        self._calls.put(fn)
-        self._wake()
 
     def wait_closed(self, timeout_s: float | None = None) -> None:
         self._thread.join(timeout_s)
@@ -218,8 +197,6 @@ class Postoffice:
                         self._from_server(inc.peer, inc.msg)
                     else:
                         self._serve(inc)
-                while not self._calls.empty():
-                    self._calls.get()()
                 self._flush()
                 now = time.monotonic()
                 if now >= next_beat:
