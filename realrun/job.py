@@ -1,0 +1,288 @@
+"""Runs one scenario as a PS job through a launcher and turns what it hears into a run record.
+
+The launcher starts the scheduler on port 0; the scheduler reports the port it got on its
+event stream, then servers and workers are started pointing at it (no port is ever guessed,
+so two jobs on one machine cannot collide). The job ends when the scheduler says done, or at
+the first failure: a node that exits badly, a scheduler error, Ctrl-C, or the time limit.
+Every process group is then terminated, and whatever was measured is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from realrun.launch import Launcher, NodeProcess, node_command
+from realrun.progress import Progress
+from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
+from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
+from simscale.scenario import load_scenario
+
+log = logging.getLogger(__name__)
+
+LISTEN_TIMEOUT_S = 30.0  # the scheduler must report its port by then (includes Python start-up)
+FAILURE_DETAIL_WAIT_S = 1.5  # after a node exits badly, how long the scheduler may explain why
+TERMINATE_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this
+DONE_EXIT_WAIT_S = 5.0  # after "done", how long nodes get to exit by themselves
+
+
+class JobFailed(RuntimeError):
+    """The job stopped early; the message names the role, rank and host when known."""
+
+
+@dataclass
+class JobState:
+    """What the job has heard so far."""
+
+    iterations: list[IterationTiming] = field(default_factory=list)
+    environments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    done: bool = False
+    error: str | None = None
+
+
+class Job:
+    """One run of ``scenario_path`` (with ``--set`` overrides) through ``launcher``."""
+
+    def __init__(
+        self,
+        scenario_path: str,
+        launcher: Launcher,
+        overrides: Sequence[str] = (),
+        progress: bool = True,
+        timeout_s: float | None = None,
+        heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ) -> None:
+        self.scenario_path = scenario_path
+        self.overrides = tuple(overrides)
+        self.scenario = load_scenario(scenario_path, self.overrides)
+        self.launcher = launcher
+        self.timeout_s = timeout_s
+        self.num_workers = self.scenario.num_workers
+        self.num_servers = self.scenario.num_servers
+        if self.num_servers < 1:
+            raise ValueError(
+                f"kvstore.mode {self.scenario.kvstore.mode!r} runs no servers; "
+                "realrun runs the dist_* modes"
+            )
+        sim = self.scenario.simulation
+        self.iterations = sim.warmup_iterations + sim.measured_iterations
+        self.progress = (
+            Progress(self.num_workers * self.iterations, self.scenario.name) if progress else None
+        )
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.processes: list[NodeProcess] = []
+        self.state = JobState()
+        self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._reader: threading.Thread | None = None
+
+    def run(self) -> RunRecord:
+        """Run to the end or the first failure; never raises for a failed job (see record)."""
+        started = time.time()
+        t0 = time.monotonic()
+        try:
+            self._run()
+        except KeyboardInterrupt as e:
+            self.state.error = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
+        except JobFailed as e:
+            self.state.error = str(e)
+        finally:
+            self._teardown()
+            if self.progress:
+                self.progress.close()
+        return self._record(started, time.monotonic() - t0)
+
+    # ---- running ----
+
+    def _run(self) -> None:
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        scheduler = self._start("scheduler", 0, root_port=0)
+        assert scheduler.stdout is not None
+        self._reader = threading.Thread(
+            target=self._read_events, args=(scheduler.stdout,), name="scheduler-events", daemon=True
+        )
+        self._reader.start()
+        port = self._await_port(scheduler)
+        for rank in range(self.num_servers):
+            self._start("server", rank, port)
+        for rank in range(self.num_workers):
+            self._start("worker", rank, port)
+        while not self.state.done:
+            self._drain(0.1)
+            if self.state.error is not None:
+                raise JobFailed(self.state.error)
+            if self.state.done:
+                break
+            for p in self.processes:
+                rc = p.poll()
+                if rc is not None and (rc != 0 or p.role == "scheduler"):
+                    reason = self._explain_exit(p, rc)
+                    if not self.state.done:  # the scheduler may have said "done" and left
+                        raise JobFailed(reason)
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobFailed(f"time limit of {self.timeout_s:.0f} s reached")
+        # Done: give the nodes a moment to leave by themselves.
+        end = time.monotonic() + DONE_EXIT_WAIT_S
+        for p in self.processes:
+            p.wait(max(0.0, end - time.monotonic()))
+
+    def _start(self, role: str, rank: int, root_port: int) -> NodeProcess:
+        node = NodeEnv(
+            role,
+            self.launcher.scheduler_host,
+            root_port,
+            self.num_servers,
+            self.num_workers,
+            self.launcher.host_of(role, rank),
+            None if role == "scheduler" else rank,
+            self.heartbeat_timeout_s,
+            self.start_timeout_s,
+        )
+        cmd = node_command(node, rank, self.scenario_path, self.overrides)
+        p = self.launcher.start(role, rank, cmd.argv, cmd.env)
+        self.processes.append(p)
+        return p
+
+    def _await_port(self, scheduler: NodeProcess) -> int:
+        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                event = self._events.get(timeout=0.1)
+            except queue.Empty:
+                rc = scheduler.poll()
+                if rc is not None:
+                    raise JobFailed(self._explain_exit(scheduler, rc)) from None
+                continue
+            if event is None:
+                continue
+            if event.get("event") == "listening":
+                return int(event["port"])
+            self._handle(event)
+            if self.state.error:
+                raise JobFailed(self.state.error)
+        raise JobFailed(f"the scheduler did not report a port within {LISTEN_TIMEOUT_S:.0f} s")
+
+    def _read_events(self, stream) -> None:
+        for line in stream:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("scheduler printed a non-event line: %r", line[:200])
+                continue
+            if isinstance(event, dict):
+                self._events.put(event)
+        self._events.put(None)
+
+    def _drain(self, timeout_s: float) -> None:
+        try:
+            event = self._events.get(timeout=timeout_s)
+        except queue.Empty:
+            return
+        while event is not None:
+            self._handle(event)
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "report":
+            body = dict(event)
+            rank = int(body.pop("rank"))
+            what = body.pop("type", None)
+            body.pop("event", None)
+            if what == "iteration":
+                self.state.iterations.append(IterationTiming(**body))
+                if self.progress:
+                    self.progress.update(len(self.state.iterations))
+            elif what == "environment":
+                self.state.environments[rank] = body
+        elif kind == "assigned":
+            self.state.nodes = list(event["nodes"])
+        elif kind == "done":
+            self.state.done = True
+        elif kind == "error":
+            self.state.error = str(event.get("message", "the scheduler reported an error"))
+
+    def _explain_exit(self, p: NodeProcess, rc: int) -> str:
+        """The clearest one-line reason: the scheduler's if it has one, else the exit status."""
+        if p.role == "scheduler" and self._reader is not None:
+            self._reader.join(TERMINATE_GRACE_S)  # its last events may still be in the pipe
+            self._drain(0.0)
+            if self.state.error is not None:
+                return self.state.error
+        if rc > 0:
+            end = time.monotonic() + FAILURE_DETAIL_WAIT_S
+            while time.monotonic() < end and self.state.error is None:
+                self._drain(0.1)
+            if self.state.error is not None:
+                return self.state.error
+        how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
+        rank = "" if p.role == "scheduler" else f" rank {p.rank}"
+        return f"{p.role}{rank} on {p.host} (pid {p.pid}) {how}"
+
+    def _teardown(self) -> None:
+        alive = [p for p in self.processes if p.poll() is None]
+        for p in alive:
+            p.signal_group(signal.SIGTERM)
+        end = time.monotonic() + TERMINATE_GRACE_S
+        for p in alive:
+            p.wait(max(0.0, end - time.monotonic()))
+        for p in self.processes:
+            # SIGKILL the whole group even if the leader exited: its children may not have.
+            p.signal_group(signal.SIGKILL)
+            p.wait(TERMINATE_GRACE_S)
+            if p.stdout is not None:
+                p.stdout.close()
+        if self._reader is not None:
+            self._reader.join(TERMINATE_GRACE_S)
+        self._drain(0.0)
+
+    # ---- the record ----
+
+    def _record(self, started: float, wall_s: float) -> RunRecord:
+        s = self.scenario
+        iterations = sorted(self.state.iterations, key=lambda t: (t.iteration, t.worker))
+        samples = [s.training.batch_per_gpu * s.gpus_per_worker(w) for w in range(self.num_workers)]
+        complete = (
+            self.state.done
+            and self.state.error is None
+            and len(iterations) == (self.num_workers * self.iterations)
+        )
+        error = self.state.error
+        if not complete and error is None:
+            error = (
+                f"only {len(iterations)} of {self.num_workers * self.iterations} "
+                "worker-iterations were reported"
+            )
+        env = {
+            "launcher": self.launcher.name,
+            "launcher_details": self.launcher.describe(),
+            "launcher_hostname": socket.gethostname(),
+            "num_workers": self.num_workers,
+            "num_servers": self.num_servers,
+            "workers": {str(k): v for k, v in sorted(self.state.environments.items())},
+            "nodes": self.state.nodes,
+        }
+        return RunRecord(
+            schema_version=SCHEMA_VERSION,
+            scenario=s.to_dict(),
+            environment=env,
+            iterations=tuple(iterations),
+            summary=summarize(iterations, s.simulation.warmup_iterations, samples),
+            complete=complete,
+            error=error,
+            started_unix_s=started,
+            wall_s=wall_s,
+        )

@@ -1,0 +1,137 @@
+"""The wire format of one PS message: a fixed binary header, a JSON body, then raw array frames.
+
+A fixed ``struct`` header keeps the per-message cost of the many small keys low; control data
+that is rare (registration, barriers, reports) rides in a small JSON body. Array frames travel
+as raw buffers so that the transport can send and receive them without copying (ps-lite's
+Meta + SArray data split). This module knows nothing about sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+MAGIC = b"RRPS"
+VERSION = 1
+# magic, version, kind, flags, request_id, key, start, stop, value
+_HEADER = struct.Struct("<4sBBHqiqqd")
+HEADER_BYTES = _HEADER.size
+
+
+class Kind(IntEnum):
+    """What a message asks for or answers."""
+
+    REGISTER = 1  # node -> scheduler: here I am (body: role, host, port, pid, ...)
+    ASSIGN = 2  # scheduler -> node: your rank and every server's address
+    BARRIER = 3  # node -> scheduler (body: group)
+    BARRIER_DONE = 4  # scheduler -> node
+    HEARTBEAT = 5  # both ways: still alive
+    ABORT = 6  # scheduler -> node: the job failed (body: message)
+    FAIL = 7  # node -> scheduler: I failed (body: message)
+    REPORT = 8  # worker -> scheduler: timings of one iteration (body)
+    FINISH = 9  # worker -> scheduler: my training is done
+    SHUTDOWN = 10  # scheduler -> node: exit now
+    BYE = 11  # server -> scheduler: exiting after SHUTDOWN
+    CONFIGURE = 20  # worker 0 -> server: sync mode and optimizer (body)
+    INIT = 21  # worker 0 -> server: initial value of a slice (1 frame)
+    PUSH = 22  # worker -> server: gradient of a slice (1 frame, maybe compressed)
+    PULL = 23  # worker -> server: send me the slice's value
+    RESPONSE = 24  # server -> worker: answer to request_id (0 or 1 frame)
+    ERROR = 25  # server -> worker: request_id was rejected (body: message)
+    STATS = 26  # anyone -> server: describe your state (reply body), for tests and debugging
+
+
+class Flag:
+    """Bits of the header's flags field."""
+
+    COMPRESSED_2BIT = 1  # the array frame holds 2-bit codes; ``value`` is the threshold
+
+
+class MessageError(ValueError):
+    """A message that does not follow this format; the receiver drops it and logs why."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message; ``start``/``stop`` delimit the slice of array ``key`` it concerns."""
+
+    kind: Kind
+    request_id: int = 0
+    key: int = -1
+    start: int = 0
+    stop: int = 0
+    value: float = 0.0
+    flags: int = 0
+    body: dict[str, Any] = field(default_factory=dict)
+    arrays: tuple[np.ndarray, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+def encode(msg: Message) -> list[Any]:
+    """Frames for ``send_multipart``: header, body, then the arrays' own buffers (no copy)."""
+    header = _HEADER.pack(
+        MAGIC,
+        VERSION,
+        int(msg.kind),
+        msg.flags,
+        msg.request_id,
+        msg.key,
+        msg.start,
+        msg.stop,
+        msg.value,
+    )
+    body = json.dumps(msg.body, separators=(",", ":")).encode() if msg.body else b""
+    frames: list[Any] = [header, body]
+    for a in msg.arrays:
+        if not a.flags.c_contiguous:
+            raise MessageError("array frames must be C-contiguous")
+        frames.append(memoryview(a).cast("B"))
+    return frames
+
+
+def decode(frames: list[Any]) -> Message:
+    """Parse received frames (bytes or zmq.Frame); arrays are views of the frame buffers."""
+    if len(frames) < 2:
+        raise MessageError(f"expected at least 2 frames (header, body), got {len(frames)}")
+    header = _buffer(frames[0])
+    if len(header) != HEADER_BYTES:
+        raise MessageError(f"header of {len(header)} bytes, expected {HEADER_BYTES}")
+    magic, version, kind, flags, request_id, key, start, stop, value = _HEADER.unpack(header)
+    if magic != MAGIC or version != VERSION:
+        raise MessageError(f"bad magic/version {magic!r}/{version}")
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise MessageError(f"unknown message kind {kind}") from None
+    if start < 0 or stop < start:
+        raise MessageError(f"bad slice [{start}, {stop})")
+    raw_body = _buffer(frames[1])
+    body: dict[str, Any] = {}
+    if len(raw_body):
+        try:
+            body = json.loads(bytes(raw_body))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise MessageError(f"body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise MessageError("body is not a JSON object")
+    dtype = np.uint32 if flags & Flag.COMPRESSED_2BIT else np.float32
+    arrays = []
+    for f in frames[2:]:
+        buf = _buffer(f)
+        if len(buf) % np.dtype(dtype).itemsize:
+            raise MessageError(f"array frame of {len(buf)} bytes is not a whole number of {dtype}")
+        arrays.append(np.frombuffer(buf, dtype=dtype))
+    return Message(kind, request_id, key, start, stop, value, flags, body, tuple(arrays))
+
+
+def _buffer(frame: Any) -> memoryview:
+    # zmq.Frame exposes .buffer (a memoryview of the received message, no copy).
+    return memoryview(frame.buffer if hasattr(frame, "buffer") else frame)

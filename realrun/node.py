@@ -1,0 +1,177 @@
+"""One program for every role (``python -m realrun.node``), picked by ``DMLC_ROLE``.
+
+Scheduler and server need only the ``DMLC_*`` environment; a worker also needs the scenario
+(``--scenario PATH [--set path=value ...]``), from which it learns the model and the training.
+The scheduler prints its events (port, ranks, reports, end) as JSON lines on stdout for the
+launcher; every role logs on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import socket
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from realrun.roles import NodeEnv, RoleError, node_env
+
+log = logging.getLogger("realrun.node")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m realrun.node", description=__doc__)
+    parser.add_argument("--scenario", help="scenario YAML (workers)")
+    parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        env = node_env()
+    except RoleError as e:
+        print(f"realrun.node: {e}", file=sys.stderr)
+        return 2
+    _logging(env.role)
+    if env.role == "scheduler":
+        return run_scheduler(env)
+    if env.role == "server":
+        return run_server(env)
+    if not args.scenario:
+        print("realrun.node: a worker needs --scenario PATH", file=sys.stderr)
+        return 2
+    return run_worker(env, args.scenario, args.set)
+
+
+def run_scheduler(env: NodeEnv) -> int:
+    from realrun.scheduler import Scheduler
+
+    def emit(event: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+    try:
+        scheduler = Scheduler(env, emit)
+    except OSError as e:
+        emit({"event": "error", "message": f"scheduler: {e}"})
+        return 1
+    return scheduler.run()
+
+
+def run_server(env: NodeEnv) -> int:
+    from realrun.kv_server import KVServer
+    from realrun.postoffice import Postoffice
+    from realrun.tracker import JobAborted
+
+    server = KVServer(env.num_workers)
+    po = Postoffice(env, handler=server.handle)
+    try:
+        rank = po.start().rank
+        log.info("server rank %d listening on %s:%d", rank, env.node_host, po.port)
+        po.wait_closed()
+    except JobAborted as e:
+        log.error("%s", e)
+        return 1
+    finally:
+        po.close()
+    return 0 if po.error is None else 1
+
+
+def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
+    import torch
+
+    from realrun import torch_models
+    from realrun.kv_worker import KVWorker
+    from realrun.postoffice import Postoffice
+    from realrun.tracker import JobAborted
+    from realrun.training import Trainer
+    from simscale.scenario import load_scenario
+
+    po = Postoffice(env)
+    where = f"worker (slot {env.slot}) on {env.node_host}"
+    try:
+        rank = po.start().rank
+        where = f"worker rank {rank} on {env.node_host}"
+        scenario = load_scenario(scenario_path, overrides)
+        plan, bound, threshold = plan_from_scenario(scenario, rank)
+        torch.set_num_threads(scenario.realrun.threads_per_worker)
+        trainer = Trainer(KVWorker(po, bound, threshold), plan, torch_models)
+        po.report({"type": "environment", **environment(), **trainer.describe()})
+        trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
+        po.finish()
+        return 0
+    except JobAborted as e:
+        log.error("%s: %s", where, e)
+        return 1
+    except Exception as e:  # any failure: tell the scheduler, which stops the job
+        message = f"{type(e).__name__}: {e}"
+        log.exception("%s failed", where)
+        po.fail(message)
+        return 1
+    finally:
+        po.close()
+
+
+def plan_from_scenario(scenario: Any, rank: int):
+    """The worker's TrainPlan, big-array bound and 2-bit threshold (None: no compression)."""
+    from realrun.optimizer import SGD
+    from realrun.training import TrainPlan
+
+    kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
+    if not kv.mode.startswith("dist_"):
+        raise ValueError(f"kvstore.mode is {kv.mode!r}; realrun runs the dist_* modes only")
+    if rr.compute != "real":
+        raise ValueError("realrun.compute 'emulated' is not implemented by this backend yet")
+    if tr.precision != "fp32":
+        raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
+    if not scenario.model.name:
+        raise ValueError("realrun needs a zoo model name (model.name), not explicit arrays")
+    total_gpus = sum(scenario.gpus_per_worker(r) for r in range(scenario.num_workers))
+    opt = tr.optimizer
+    plan = TrainPlan(
+        model=scenario.model.name,
+        batch_per_gpu=tr.batch_per_gpu,
+        gpus=scenario.gpus_per_worker(rank),
+        iterations=sim.warmup_iterations + sim.measured_iterations,
+        seed=sim.seed,
+        sync=kv.mode in ("dist_sync", "dist_sync_device"),
+        # The servers sum every GPU's mean-loss gradient; rescaling by 1/GPUs averages them.
+        optimizer=SGD(opt.learning_rate, opt.momentum, opt.weight_decay, 1.0 / total_gpus),
+        device_aggregation=kv.mode.endswith("_device"),
+        device=rr.device,
+    )
+    gc = kv.gradient_compression
+    return plan, kv.bigarray_bound, (gc.threshold if gc.type == "2bit" else None)
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine facts of this process, for the run record."""
+    import numpy
+    import torch
+    import zmq
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "pyzmq": zmq.__version__,
+        "libzmq": zmq.zmq_version(),
+        "numpy": numpy.__version__,
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "cuda_available": torch.cuda.is_available(),
+    }
+
+
+def _logging(role: str) -> None:
+    verbose = os.environ.get("PS_VERBOSE", "")
+    level = {"1": logging.INFO, "2": logging.DEBUG}.get(verbose, logging.WARNING)
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format=f"%(asctime)s {role}[{os.getpid()}] %(levelname)s %(name)s: %(message)s",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""A node's link to the job (ps-lite's Postoffice): registration, ranks, barriers, heartbeats,
+and the one I/O thread that owns every socket of a worker or server.
+
+Other threads never touch a socket: they ``post`` messages into per-peer priority queues and
+wait on handles. The I/O thread sends the highest-priority message first and keeps at most
+``window_bytes`` unacknowledged per server, so that a late, high-priority key (the first
+layer's) overtakes a queue of low-priority bytes instead of waiting behind them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from realrun.message import Kind, Message
+from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
+from realrun.tracker import Handle, JobAborted, RequestFailed, Tracker
+from realrun.van import Incoming, Van
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_BYTES = 16 << 20
+SCHEDULER = "scheduler"
+
+# A server's request handler: one incoming message in, the answers (to ROUTER identities) out.
+Handler = Callable[[Incoming], list[tuple[bytes, Message]]]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What the scheduler tells a node once everyone has registered."""
+
+    rank: int
+    num_workers: int
+    num_servers: int
+    servers: tuple[str, ...]  # tcp://host:port of server rank 0, 1, ...
+
+
+def server_peer(rank: int) -> str:
+    return f"server-{rank}"
+
+
+def worker_identity(rank: int) -> bytes:
+    """How a worker's DEALER is known to servers; servers read the rank back from it."""
+    return f"w{rank}".encode()
+
+
+def worker_rank_of(identity: bytes) -> int | None:
+    text = identity.decode(errors="replace")
+    return int(text[1:]) if text[:1] == "w" and text[1:].isdigit() else None
+
+
+class Postoffice:
+    """Runs a worker's or server's I/O thread; ``handler`` answers requests on a server."""
+
+    def __init__(
+        self,
+        env: NodeEnv,
+        handler: Handler | None = None,
+        window_bytes: int = DEFAULT_WINDOW_BYTES,
+    ) -> None:
+        self.env = env
+        self.handler = handler
+        self.window_bytes = window_bytes
+        self.tracker = Tracker()
+        self.van = Van()
+        self.port = self.van.bind(env.node_host) if env.role == "server" else 0
+        self.hostname = socket.gethostname()
+        self.assignment: Assignment | None = None
+        self.error: str | None = None
+        self._ready = threading.Event()
+        self.shutdown = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._queues: dict[str, list[tuple[int, int, Message, int]]] = {}
+        self._in_flight: dict[str, int] = {}
+        self._sent_bytes: dict[int, tuple[str, int]] = {}  # request id -> (peer, bytes)
+        self._thread = threading.Thread(target=self._run, name=f"{env.role}-io", daemon=True)
+        self._identity = f"{env.role}-{self.hostname}-{os.getpid()}-{secrets.token_hex(3)}"
+
+    # ---- used from any thread ----
+
+    def start(self) -> Assignment:
+        """Register with the scheduler and wait for this node's rank."""
+        self._thread.start()
+        if not self._ready.wait(self.env.start_timeout_s + 1.0):
+            self.close()
+            raise JobAborted(
+                f"no rank from the scheduler at {self.env.root_address} within "
+                f"{self.env.start_timeout_s:.0f} s"
+            )
+        if self.error is not None:
+            raise JobAborted(self.error)
+        assert self.assignment is not None
+        return self.assignment
+
+    def post(self, peer: str, msg: Message, priority: int = 0) -> None:
+        """Queue ``msg`` for ``peer``; higher ``priority`` leaves first."""
+        if self.error is not None:
+            raise JobAborted(self.error)
+        with self._lock:
+            heapq.heappush(
+                self._queues.setdefault(peer, []), (-priority, next(self._seq), msg, msg.nbytes)
+            )
+        self._wake()
+
+    def request(
+        self,
+        peer: str,
+        msg: Message,
+        handle: Handle,
+        priority: int = 0,
+        on_response: Callable[[Message], None] | None = None,
+    ) -> None:
+        """Post a message whose RESPONSE completes one part of ``handle``."""
+        rid = self.tracker.add(handle, on_response)
+        self.post(peer, replace(msg, request_id=rid), priority)
+
+    def barrier(self, group: str = "worker") -> Handle:
+        """A handle that completes when every node of ``group`` (worker|server|all) got here."""
+        handle = Handle(1, f"barrier of {group}s")
+        self.request(SCHEDULER, Message(Kind.BARRIER, body={"group": group}), handle)
+        return handle
+
+    def report(self, body: dict) -> None:
+        self.post(SCHEDULER, Message(Kind.REPORT, body=body))
+
+    def finish(self, timeout_s: float = 30.0) -> None:
+        """Tell the scheduler this worker is done; wait until it shuts the job down."""
+        self.post(SCHEDULER, Message(Kind.FINISH))
+        deadline = time.monotonic() + timeout_s
+        while not self.shutdown.wait(0.05):
+            if self.error is not None:
+                raise JobAborted(self.error)
+            if time.monotonic() > deadline:
+                raise JobAborted(f"no shutdown from the scheduler within {timeout_s:.0f} s")
+
+    def fail(self, message: str) -> None:
+        """Tell the scheduler this node failed, so it stops the job with our message."""
+        if self.error is None and self._thread.is_alive():
+            self.post(SCHEDULER, Message(Kind.FAIL, body={"message": message}))
+            time.sleep(0.2)  # let the I/O thread hand it to zmq before we close
+
+    def wait_closed(self, timeout_s: float | None = None) -> None:
+        self._thread.join(timeout_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
+        if not self._thread.is_alive():  # finished, or never started
+            self._close_van()
+
+    def _wake(self) -> None:
+        van = self.van
+        if van is not None:
+            van.wake()
+
+    # ---- the I/O thread ----
+
+    def _run(self) -> None:
+        env = self.env
+        try:
+            self.van.connect(SCHEDULER, env.root_address, self._identity)
+            self.van.send(
+                SCHEDULER,
+                Message(
+                    Kind.REGISTER,
+                    body={
+                        "role": env.role,
+                        "host": env.node_host,
+                        "port": self.port,
+                        "pid": os.getpid(),
+                        "hostname": self.hostname,
+                        "slot": env.slot,
+                    },
+                ),
+            )
+            started = last_heard = time.monotonic()
+            next_beat = started
+            while not self._stop.is_set():
+                for inc in self.van.poll(0.05):
+                    if inc.peer == SCHEDULER:
+                        last_heard = time.monotonic()
+                        self._from_scheduler(inc.msg)
+                    elif inc.peer is not None:
+                        self._from_server(inc.peer, inc.msg)
+                    else:
+                        self._serve(inc)
+                self._flush()
+                now = time.monotonic()
+                if now >= next_beat:
+                    self.van.send(SCHEDULER, Message(Kind.HEARTBEAT))
+                    next_beat = now + HEARTBEAT_INTERVAL_S
+                limit = env.heartbeat_timeout_s if self.assignment else env.start_timeout_s
+                if now - (last_heard if self.assignment else started) > limit:
+                    self._abort(
+                        f"{env.role} lost the scheduler at {env.root_address}: "
+                        f"nothing heard for {limit:.0f} s"
+                    )
+                if self.error is not None or (self.shutdown.is_set() and env.role == "server"):
+                    break
+        except Exception as e:  # the I/O thread must never die silently
+            log.exception("%s I/O thread failed", env.role)
+            self._abort(f"{env.role} I/O thread failed: {type(e).__name__}: {e}")
+        finally:
+            self._ready.set()
+            if self._stop.is_set() or self.error is not None or self.shutdown.is_set():
+                self._close_van()
+
+    def _from_scheduler(self, msg: Message) -> None:
+        if msg.kind is Kind.ASSIGN and self.assignment is None:
+            b = msg.body
+            self.assignment = Assignment(
+                int(b["rank"]), int(b["num_workers"]), int(b["num_servers"]), tuple(b["servers"])
+            )
+            if self.env.role == "worker":
+                for i, address in enumerate(self.assignment.servers):
+                    self.van.connect(
+                        server_peer(i), address, worker_identity(self.assignment.rank).decode()
+                    )
+            self._ready.set()
+        elif msg.kind is Kind.BARRIER_DONE:
+            self.tracker.complete(msg.request_id, msg)
+        elif msg.kind is Kind.ABORT:
+            self._abort(str(msg.body.get("message", "aborted by the scheduler")))
+        elif msg.kind is Kind.SHUTDOWN:
+            if self.env.role == "server":
+                self.van.send(SCHEDULER, Message(Kind.BYE))
+            self.shutdown.set()
+        elif msg.kind is not Kind.HEARTBEAT:
+            log.warning("ignored unexpected %s from the scheduler", msg.kind.name)
+
+    def _from_server(self, peer: str, msg: Message) -> None:
+        sent = self._sent_bytes.pop(msg.request_id, None)
+        if sent is not None:
+            self._in_flight[sent[0]] -= sent[1]
+        if msg.kind is Kind.RESPONSE:
+            known = self.tracker.complete(msg.request_id, msg)
+        elif msg.kind is Kind.ERROR:
+            known = self.tracker.fail(
+                msg.request_id,
+                RequestFailed(f"{peer}: {msg.body.get('message', 'request rejected')}"),
+            )
+        else:
+            known = False
+        if not known:
+            log.warning(
+                "ignored unexpected %s (request %d) from %s", msg.kind.name, msg.request_id, peer
+            )
+
+    def _serve(self, inc: Incoming) -> None:
+        if self.handler is None:
+            log.warning("ignored a %s request: this node serves nothing", inc.msg.kind.name)
+            return
+        assert inc.identity is not None
+        for identity, answer in self.handler(inc):
+            self.van.reply(identity, answer)
+
+    def _flush(self) -> None:
+        with self._lock:
+            ready: list[tuple[str, Message]] = []
+            for peer, heap in self._queues.items():
+                busy = self._in_flight.get(peer, 0)
+                while heap and (busy == 0 or busy + heap[0][3] <= self.window_bytes):
+                    _, _, msg, nbytes = heapq.heappop(heap)
+                    if nbytes and msg.request_id:
+                        busy += nbytes
+                        self._sent_bytes[msg.request_id] = (peer, nbytes)
+                    ready.append((peer, msg))
+                self._in_flight[peer] = busy
+        for peer, msg in ready:
+            self.van.send(peer, msg)
+
+    def _abort(self, message: str) -> None:
+        if self.error is None:
+            self.error = message
+            log.error("%s", message)
+        self.tracker.fail_all(JobAborted(message))
+        self._ready.set()
+
+    def _close_van(self) -> None:
+        with self._lock:
+            if self.van is None:
+                return
+            van, self.van = self.van, None  # type: ignore[assignment]
+        van.close()

@@ -1,0 +1,236 @@
+"""A worker's training loop: real forward/backward in PyTorch, gradients pushed as backward
+produces them, and each layer's next forward waiting only for its own key.
+
+This is the overlap MXNet gets from its dependency engine (losing it is apache/mxnet#6975):
+a post-accumulate-grad hook pushes a key the moment its gradient exists (last layer first),
+and a forward pre-hook on each module blocks on that module's pulls alone, so communication of
+late layers hides behind the forward of early ones. A worker drives all the GPUs of its host
+(one replica each) and sums their gradients before one push per key leaves the host.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import torch
+from torch import nn
+
+from realrun.kv_worker import KVWorker
+from realrun.optimizer import SGD
+from realrun.record import IterationTiming
+from realrun.tracker import Handle
+
+# A pull that takes this long means the job is wedged; the Postoffice normally fails handles
+# much sooner (heartbeats), this only bounds the wait if everything else has failed.
+PULL_WAIT_LIMIT_S = 300.0
+BARRIER_WAIT_LIMIT_S = 120.0  # worker 0 initialising a large model on every server
+_BUILD_LOCK = threading.Lock()
+DATA_POOL = 4  # distinct synthetic batches per replica, cycled: data loading is not measured
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What one worker trains and how; built from the scenario by ``realrun.node``."""
+
+    model: str
+    batch_per_gpu: int
+    gpus: int
+    iterations: int
+    seed: int
+    sync: bool
+    optimizer: SGD
+    device_aggregation: bool = False  # dist_*_device: sum the host's gradients on a GPU
+    device: str = "auto"  # auto | cpu | cuda
+
+
+def batch_seed(seed: int, rank: int, replica: int, index: int) -> int:
+    """Seed of synthetic batch ``index`` of one replica of worker ``rank``: all different."""
+    return ((seed * 1_000_003 + rank) * 257 + replica) * 64 + index
+
+
+def resolve_devices(device: str, gpus: int) -> list[torch.device]:
+    """One torch device per replica: the host's GPUs, or the CPU for every replica."""
+    cuda = torch.cuda.is_available()
+    if device == "cuda" and not cuda:
+        raise RuntimeError("realrun.device is 'cuda' but torch sees no CUDA device here")
+    if cuda and device != "cpu":
+        have = torch.cuda.device_count()
+        if gpus > have:
+            raise RuntimeError(f"{gpus} GPUs per worker asked for, this host has {have}")
+        return [torch.device("cuda", i) for i in range(gpus)]
+    return [torch.device("cpu")] * gpus
+
+
+class Trainer:
+    """Trains ``plan.model`` through ``kv``; ``models`` provides build/synthetic_batch/loss."""
+
+    def __init__(self, kv: KVWorker, plan: TrainPlan, models: ModuleType) -> None:
+        self.kv = kv
+        self.plan = plan
+        self.models = models
+        self.devices = resolve_devices(plan.device, plan.gpus)
+        self.on_gpu = self.devices[0].type == "cuda"
+        self.aggregation = "gpu" if (plan.device_aggregation and self.on_gpu) else "cpu"
+        self.replicas: list[nn.Module] = []
+        # Initialisation draws from torch's global generator; the lock keeps it reproducible
+        # when several workers share one process (tests). Only worker 0's values reach the
+        # servers anyway.
+        with _BUILD_LOCK:
+            torch.manual_seed(plan.seed)
+            for dev in self.devices:
+                with torch.device(dev):
+                    self.replicas.append(models.build(plan.model))
+        self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
+        self.buffers = [np.empty(p.numel(), dtype=np.float32) for p in self.params[0]]
+        self._grads: list[list[torch.Tensor | None]] = [
+            [None] * len(self.replicas) for _ in self.buffers
+        ]
+        self._pending: dict[int, Handle] = {}
+        self._lock = threading.Lock()
+        self._wait_s = 0.0
+
+    def describe(self) -> dict:
+        """The compute side of the environment, for the run record."""
+        dev = self.devices[0]
+        return {
+            "device": str(dev.type),
+            "device_name": torch.cuda.get_device_name(dev) if self.on_gpu else "cpu",
+            "replicas": len(self.replicas),
+            # dist_*_device without CUDA runs the CPU path; the record says so.
+            "gradient_aggregation": self.aggregation,
+            "device_aggregation_requested": self.plan.device_aggregation,
+            "torch_threads": torch.get_num_threads(),
+            "keys": len(self.buffers),
+        }
+
+    def run(
+        self, on_iteration: Callable[[IterationTiming], None] = lambda t: None
+    ) -> list[IterationTiming]:
+        """Initialise the servers' weights, train ``plan.iterations`` steps, return timings."""
+        self._initialise()
+        self._hook()
+        batches = self._batches()
+        timings = []
+        for it in range(self.plan.iterations):
+            wall = time.time()
+            start = time.perf_counter()
+            self._wait_s = 0.0
+            losses = []
+            for r, model in enumerate(self.replicas):
+                x, y = batches[r][it % len(batches[r])]
+                loss = self.models.loss(model(x), y)
+                loss.backward()
+                # Kept as tensors: reading a value now would make GPU r+1 wait for GPU r.
+                losses.append(loss.detach())
+            if it == self.plan.iterations - 1:
+                self._await(range(len(self.buffers)))  # the last pulls end the last iteration
+            if self.on_gpu:
+                torch.cuda.synchronize()
+            total = time.perf_counter() - start
+            t = IterationTiming(
+                self.kv.rank,
+                it,
+                wall,
+                total - self._wait_s,
+                self._wait_s,
+                total,
+                float(torch.stack([v.cpu() for v in losses]).mean()),
+            )
+            timings.append(t)
+            on_iteration(t)
+        return timings
+
+    def weights(self) -> list[np.ndarray]:
+        """Copies of replica 0's parameters, in key order."""
+        return [p.detach().cpu().numpy().copy() for p in self.params[0]]
+
+    # ---- set-up ----
+
+    def _initialise(self) -> None:
+        kv, plan = self.kv, self.plan
+        kv.configure(plan.sync, plan.optimizer).wait(60.0)
+        inits = [kv.init(k, p.detach().cpu().numpy()) for k, p in enumerate(self.params[0])]
+        for h in inits:
+            h.wait(60.0)
+        kv.po.barrier("worker").wait(BARRIER_WAIT_LIMIT_S)
+        pulls = [kv.pull(k, buf) for k, buf in enumerate(self.buffers)]
+        for h in pulls:
+            h.wait(60.0)
+        for k in range(len(self.buffers)):
+            self._copy_in(k)
+
+    def _hook(self) -> None:
+        for r, params in enumerate(self.params):
+            for k, p in enumerate(params):
+                p.register_post_accumulate_grad_hook(self._grad_hook(k, r))
+        key_of = {id(p): k for k, p in enumerate(self.params[0])}
+        for module in self.replicas[0].modules():
+            keys = [key_of[id(p)] for p in module.parameters(recurse=False)]
+            if keys:
+                module.register_forward_pre_hook(lambda m, args, keys=keys: self._await(keys))
+
+    def _batches(self) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+        pool = min(DATA_POOL, self.plan.iterations)
+        return [
+            [
+                self.models.synthetic_batch(
+                    self.plan.model,
+                    self.plan.batch_per_gpu,
+                    torch.Generator().manual_seed(batch_seed(self.plan.seed, self.kv.rank, r, j)),
+                    dev,
+                )
+                for j in range(pool)
+            ]
+            for r, dev in enumerate(self.devices)
+        ]
+
+    # ---- the overlap ----
+
+    def _grad_hook(self, key: int, replica: int) -> Callable[[torch.Tensor], None]:
+        def ready(param: torch.Tensor) -> None:
+            grad = param.grad
+            # Ownership moves to the push: zmq sends the buffer without copying, so torch must
+            # not accumulate into it next iteration.
+            param.grad = None
+            with self._lock:
+                slot = self._grads[key]
+                slot[replica] = grad
+                if any(g is None for g in slot):
+                    return
+                grads, self._grads[key] = slot, [None] * len(slot)
+            self._push(key, grads)
+
+        return ready
+
+    def _push(self, key: int, grads: list[torch.Tensor | None]) -> None:
+        if len(grads) == 1:
+            total = grads[0]
+        elif self.aggregation == "gpu":
+            total = sum(g.to(self.devices[0]) for g in grads)  # dist_*_device: sum on GPU 0
+        else:
+            total = sum(g.cpu() for g in grads)  # dist_*: sum in host memory
+        flat = total.detach().reshape(-1).to("cpu", torch.float32).contiguous().numpy()
+        # Priority -key: the first layers' keys are needed first by the next forward.
+        self._pending[key] = self.kv.pushpull(key, flat, self.buffers[key], priority=-key)
+
+    def _await(self, keys) -> None:
+        for k in keys:
+            handle = self._pending.pop(k, None)
+            if handle is None:
+                continue
+            t = time.perf_counter()
+            handle.wait(PULL_WAIT_LIMIT_S)
+            self._wait_s += time.perf_counter() - t
+            self._copy_in(k)
+
+    def _copy_in(self, key: int) -> None:
+        src = torch.from_numpy(self.buffers[key])
+        with torch.no_grad():
+            for params in self.params:
+                p = params[key]
+                p.copy_(src.view(p.shape), non_blocking=True)

@@ -1,0 +1,109 @@
+"""``realrun run`` end to end: the CPU scenario trains for real and leaves a valid record;
+an interrupted run still leaves what it measured."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from realrun.launch import child_environ
+from realrun.record import load_record
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "scenarios" / "cpu-2x2-sync.yaml"
+
+
+def _realrun(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "realrun.cli", "run", str(SCENARIO), "--launcher", "local", *args],
+        cwd=ROOT,
+        env=child_environ({}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tmp_path):
+    out = tmp_path / "run.json"
+    started = time.monotonic()
+    proc = _realrun("-o", str(out))
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert time.monotonic() - started < 60
+    record = load_record(out)
+    assert record.complete and record.error is None
+    assert record.scenario["kvstore"]["mode"] == "dist_sync"
+    assert record.environment["launcher"] == "local"
+    assert record.environment["workers"]["0"]["torch_threads"] == 1
+    # 2 workers x (2 warm-up + 10 measured) iterations, each reported once.
+    assert sorted((t.worker, t.iteration) for t in record.iterations) == [
+        (w, i) for w in range(2) for i in range(12)
+    ]
+    for t in record.iterations:
+        assert t.total_s == pytest.approx(t.compute_s + t.wait_s)
+    # The summary is the measured iterations' arithmetic: 32 samples / mean iteration time.
+    s = record.summary
+    per_worker = [
+        32
+        / statistics.fmean(
+            t.total_s for t in record.iterations if t.worker == w and t.iteration >= 2
+        )
+        for w in (0, 1)
+    ]
+    assert s.samples_per_s_per_worker == pytest.approx(per_worker)
+    assert s.samples_per_s == pytest.approx(sum(per_worker))
+    assert s.measured_iterations == 10
+    assert "samples/s over 2 workers" in stdout
+    assert len(record.environment["nodes"]) == 4  # 2 servers + 2 workers, all gone now
+    for node in record.environment["nodes"]:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(node["pid"], 0)
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
+    out = tmp_path / "run.json"
+    proc = _realrun("-o", str(out), "--set", "simulation.measured_iterations=5000")
+    try:
+        # Interrupt once the progress display shows training has begun.
+        seen: queue.SimpleQueue[str] = queue.SimpleQueue()
+        reader = threading.Thread(target=lambda: [seen.put(line) for line in proc.stderr])
+        reader.start()
+        deadline = time.monotonic() + 30
+        lines: list[str] = []
+        while not any("worker-iterations" in x for x in lines) and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                lines.append(seen.get(timeout=0.1))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(15)
+        reader.join(5)
+        while not seen.empty():
+            lines.append(seen.get())
+        stderr = "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 1
+    record = load_record(out)
+    assert not record.complete
+    assert record.error == "interrupted (Ctrl-C)"
+    assert record.iterations  # measured before the interrupt
+    assert "interrupted (Ctrl-C)" in stderr
+    for node in record.environment["nodes"]:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(node["pid"], 0)

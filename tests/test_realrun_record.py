@@ -1,0 +1,96 @@
+"""The run record: summary arithmetic, atomic write, and a loader that names a bad field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from realrun.record import (
+    SCHEMA_VERSION,
+    IterationTiming,
+    RecordError,
+    RunRecord,
+    load_record,
+    summarize,
+    write_record,
+)
+
+
+def timing(worker: int, iteration: int, total: float, wait: float = 0.0) -> IterationTiming:
+    return IterationTiming(worker, iteration, 1000.0 + iteration, total - wait, wait, total, 2.3)
+
+
+ROWS = [
+    timing(0, 0, 9.0),
+    timing(1, 0, 9.0),  # warm-up, ignored
+    timing(0, 1, 0.1, 0.02),
+    timing(1, 1, 0.2, 0.05),
+    timing(0, 2, 0.3, 0.04),
+    timing(1, 2, 0.2, 0.01),
+]
+
+
+def test_summary_counts_only_measured_iterations():
+    s = summarize(ROWS, warmup=1, samples_per_iteration=[32, 64])
+    # worker 0: 32 / mean(0.1, 0.3) = 160/s; worker 1: 64 / mean(0.2, 0.2) = 320/s
+    assert s.samples_per_s_per_worker == pytest.approx((160.0, 320.0))
+    assert s.samples_per_s == pytest.approx(480.0)
+    assert s.mean_iteration_s == pytest.approx(0.2)
+    assert s.median_iteration_s == pytest.approx(0.2)
+    assert s.mean_wait_s == pytest.approx(0.03)
+    assert s.measured_iterations == 2
+    assert summarize(ROWS[:2], warmup=1, samples_per_iteration=[32, 64]) is None
+
+
+def record(**changes) -> RunRecord:
+    base = dict(
+        schema_version=SCHEMA_VERSION,
+        scenario={"name": "x"},
+        environment={"launcher": "local"},
+        iterations=tuple(ROWS),
+        summary=summarize(ROWS, 1, [32, 64]),
+        complete=True,
+    )
+    return RunRecord(**{**base, **changes})
+
+
+def test_a_written_record_loads_back_equal_and_leaves_no_temporary_file(tmp_path):
+    path = write_record(record(), tmp_path / "runs" / "a.json")
+    assert load_record(path) == record()
+    assert [p.name for p in path.parent.iterdir()] == ["a.json"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(schema_version=0), "schema_version is 0, this code reads 1"),
+        (lambda d: d.pop("environment"), "record lacks field(s) environment"),
+        (lambda d: d.update(extra=1), "record has unknown field(s) extra"),
+        (lambda d: d["iterations"][1].update(total_s=-1.0), "iterations[1].total_s is -1.0"),
+        (lambda d: d["iterations"][0].update(worker="0"), "iterations[0].worker is str"),
+        (lambda d: d["iterations"][0].update(loss=None), "iterations[0].loss is None"),
+        (lambda d: d.update(summary=None), "summary is missing, but the run is marked complete"),
+        (lambda d: d["summary"].update(samples_per_s="fast"), "summary.samples_per_s is 'fast'"),
+        (lambda d: d.update(complete="yes"), "complete is str, expected bool"),
+    ],
+)
+def test_a_bad_record_is_refused_naming_the_field(tmp_path, edit, message):
+    data = record().to_dict()
+    data["iterations"] = [dict(r) for r in data["iterations"]]
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        RecordError,
+        match=message.replace("[", r"\[")
+        .replace("]", r"\]")
+        .replace("(", r"\(")
+        .replace(")", r"\)"),
+    ):
+        load_record(path)
+
+
+def test_an_incomplete_record_may_lack_a_summary(tmp_path):
+    r = record(iterations=tuple(ROWS[:2]), summary=None, complete=False, error="boom")
+    assert load_record(write_record(r, tmp_path / "r.json")).error == "boom"
