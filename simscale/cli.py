@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from simscale import __version__
@@ -55,20 +55,71 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PROFILE.yaml",
         help="apply a calibration profile (fitted cost parameters)",
     )
+    p.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="apply the profile even to scenarios outside its scope (other worker devices)",
+    )
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
 
     p = sub.add_parser("models", help="list the model zoo")
     p.add_argument("--json", action="store_true", help="print as JSON")
+
+    p = sub.add_parser("calibrate", help="fit the simulator's cost parameters to measured runs")
+    p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
+    _add_fit_args(p)
+
+    p = sub.add_parser(
+        "validate", help="cross-validate on held-out shapes (and against published figures)"
+    )
+    p.add_argument("runs", nargs="*", type=Path, help="run records (JSON files or folders)")
+    _add_fit_args(p)
+    p.add_argument("--kfold", type=int, metavar="K", help="k-fold over shapes instead of LOSO")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="also compare with the published measurements in calibration/published",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("plot", help="predicted-vs-measured scatter and scaling curves")
+    p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
+    p.add_argument("--profile", type=Path, help="calibration profile to predict with")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="e.g. docs/calibration.png: writes -scatter, -scaling, -workers files",
+    )
     return parser
 
 
+def _add_fit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fit",
+        default=None,
+        metavar="P1,P2",
+        help="parameters to fit (default: the standard set; 'none' fits nothing)",
+    )
+    p.add_argument(
+        "--scope",
+        default=None,
+        metavar="GPU1,GPU2",
+        help="worker devices the profile applies to (default: those in the runs)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from calibration.errors import CalibrationError
+
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except ConfigError as e:
+    except (ConfigError, CalibrationError) as e:
         print(f"simscale: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -85,7 +136,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.trace import write_trace
 
     scenario = load_scenario(args.scenario, args.overrides)
-    costs = load_profile(args.profile).costs_for(scenario) if args.profile else None
+    costs = None
+    if args.profile is not None:
+        profile = load_profile(args.profile)
+        costs = profile.costs_for(scenario, force=args.force_profile)
+        if not (args.force_profile or profile.applies_to(scenario)):
+            print(
+                f"note: profile {args.profile} applies to worker devices "
+                f"{', '.join(profile.scope)}; this scenario's are not all among them, so the "
+                "default costs are used (--force-profile to apply it anyway)",
+                file=sys.stderr,
+            )
     sim = Simulation(scenario, costs, trace=args.trace is not None)
     result = sim.run()
     if args.trace is not None:
@@ -164,7 +225,122 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-COMMANDS = {"predict": cmd_predict, "check": cmd_check, "models": cmd_models}
+def _fit_names(text: str | None) -> tuple[str, ...]:
+    from calibration.fit import DEFAULT_FIT
+
+    if text is None:
+        return DEFAULT_FIT
+    if text.strip().lower() == "none":
+        return ()
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _progress(what: str) -> Callable[[int, float], None]:
+    def report(i: int, value: float) -> None:
+        print(
+            f"\r{what}: evaluation {i}, mean error {value:.1%}   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return report
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from calibration.calibrate import calibrate
+
+    profile, runset, result = calibrate(
+        args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
+    )
+    print(file=sys.stderr)
+    from simscale.profile import save_profile
+
+    save_profile(profile, args.output)
+    print(
+        f"fitted {len(result.shapes)} configurations ({len(runset.runs)} runs"
+        f"{f', {len(runset.skipped)} set aside' if runset.skipped else ''}) in "
+        f"{result.evaluations} simulations of each"
+    )
+    for name, value in result.values.items():
+        sigma = result.sigma_rel.get(name, float("nan"))
+        print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
+    print(
+        f"training error: mean {result.mape:.1%}, worst {result.ape.max():.1%} "
+        "(in-sample; run `simscale validate` for held-out error)"
+    )
+    print(
+        f"profile written to {args.output} (applies to worker devices: "
+        f"{', '.join(profile.scope) or 'all'})"
+    )
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from calibration.errors import CalibrationError
+    from calibration.published import compare, load_published
+
+    out: dict[str, object] = {}
+    if args.runs:
+        from calibration.runs import load_runs
+        from calibration.validate import cross_validate
+
+        runset = load_runs(args.runs)
+
+        def progress(i: int, n: int) -> None:
+            print(f"\rvalidating: fold {i}/{n}   ", end="", file=sys.stderr, flush=True)
+
+        report = cross_validate(
+            list(runset.runs), _fit_names(args.fit), folds=args.kfold, progress=progress
+        )
+        print(file=sys.stderr)
+        out["cross_validation"] = report.to_dict()
+        if not args.json:
+            print(report.format())
+    elif not args.published:
+        raise CalibrationError("give run records to cross-validate, or --published")
+    if args.published:
+        rows = compare(load_published())
+        out["published"] = rows
+        if not args.json:
+            print("\nagainst published measurements (held out, default costs):")
+            for r in rows:
+                print(
+                    f"  {r['name']:<16} {r['metric']:<26} published {r['published']:>8.3g} "
+                    f"predicted {r['predicted']:>8.3g}  ({r['error']:+.1%})  [{r['source']}]"
+                )
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from calibration.plots import plot_all
+    from calibration.runs import load_runs
+    from simscale.costs import CostModel
+
+    runset = load_runs(args.runs)
+    costs = CostModel()
+    title = "simulator with default costs"
+    if args.profile is not None:
+        from simscale.profile import load_profile
+
+        profile = load_profile(args.profile)
+        costs = profile.costs
+        title = f"simulator with profile {args.profile.name}"
+    for path in plot_all(list(runset.runs), costs, args.output, title):
+        print(f"wrote {path}")
+    return 0
+
+
+COMMANDS = {
+    "predict": cmd_predict,
+    "check": cmd_check,
+    "models": cmd_models,
+    "calibrate": cmd_calibrate,
+    "validate": cmd_validate,
+    "plot": cmd_plot,
+}
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ class Simulation:
                 ar.fusion_mb * 1e6,
                 ar.cycle_ms * 1e-3,
                 costs.message_overhead_us * 1e-6,
+                self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
             )
 
         self.workers: list[Worker] = []
@@ -238,8 +239,12 @@ class Simulation:
 
         return ps
 
+    def _latency_s(self, src_host: int, dst_host: int) -> float:
+        """One-way latency between two hosts under the calibrated latency factor."""
+        return self.topology.path_latency_s(src_host, dst_host) * self.costs.latency_factor
+
     def _stream(self, src_host: int, dst_host: int) -> Stream:
-        latency = self.topology.path_latency_s(src_host, dst_host) * self.costs.latency_factor
+        latency = self._latency_s(src_host, dst_host)
         return Stream(
             self.env,
             self.net,

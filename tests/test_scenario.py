@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from simscale.cli import main
 
+from simscale.cli import main
 from simscale.config import ConfigError
 from simscale.scenario import load_scenario, scenario_from_dict
 

@@ -1,0 +1,198 @@
+"""Fit the simulator's uncertain cost parameters to measured runs.
+
+Top-down: the few parameters named in ``PARAMETERS`` are adjusted with
+``scipy.optimize.least_squares`` so that simulated throughput matches the measured throughput of
+every configuration (repeats averaged), on the log of the ratio (a relative error that treats
+over- and under-prediction alike). Positive parameters are searched in log space within bounds;
+the fit is deterministic (the simulator is seeded and finite differences are fixed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from calibration.errors import CalibrationError
+from calibration.runs import Run, mean_by_shape
+from simscale.costs import CostModel
+from simscale.scenario import Scenario
+from simscale.simulator import simulate
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A fittable cost: a CostModel field, or ``compute_efficiency/GPU/precision``."""
+
+    name: str
+    lower: float
+    upper: float
+
+    @property
+    def log_scale(self) -> bool:
+        return self.lower > 0
+
+    def get(self, costs: CostModel) -> float:
+        if self.name.startswith("compute_efficiency/"):
+            gpu, precision = self.name.split("/")[1:]
+            return costs.efficiency(gpu, precision)
+        return float(getattr(costs, self.name))
+
+    def set(self, costs: CostModel, value: float) -> CostModel:
+        if self.name.startswith("compute_efficiency/"):
+            key = self.name.split("/", 1)[1]
+            return replace(costs, compute_efficiency={**costs.compute_efficiency, key: value})
+        return replace(costs, **{self.name: value})
+
+    def to_x(self, value: float) -> float:
+        value = min(max(value, self.lower), self.upper)
+        return math.log(value) if self.log_scale else value
+
+    def from_x(self, x: float) -> float:
+        return math.exp(x) if self.log_scale else x
+
+
+# Bounds are physical plausibility, wide on purpose: the data, not the bounds, should decide.
+PARAMETERS: dict[str, Parameter] = {
+    p.name: p
+    for p in (
+        Parameter("bandwidth_factor", 0.2, 1.0),
+        Parameter("latency_factor", 0.1, 50.0),
+        Parameter("message_overhead_us", 0.5, 20_000.0),
+        Parameter("server_request_us", 0.5, 20_000.0),
+        Parameter("server_merge_ns_per_byte", 0.005, 100.0),
+        Parameter("server_update_ns_per_byte", 0.005, 100.0),
+        Parameter("overlap_loss", 0.0, 1.0),
+        Parameter("compute_efficiency/cpu/fp32", 0.005, 1.0),
+    )
+}
+DEFAULT_FIT = (
+    "bandwidth_factor",
+    "message_overhead_us",
+    "server_update_ns_per_byte",
+    "latency_factor",
+)
+
+
+def parameters(names: Sequence[str]) -> list[Parameter]:
+    """The named parameters; CalibrationError listing the known ones for an unknown name."""
+    unknown = [n for n in names if n not in PARAMETERS]
+    if unknown:
+        raise CalibrationError(
+            f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(PARAMETERS)}"
+        )
+    return [PARAMETERS[n] for n in names]
+
+
+def with_values(base: CostModel, params: Sequence[Parameter], values: Sequence[float]) -> CostModel:
+    costs = base
+    for p, v in zip(params, values, strict=True):
+        costs = p.set(costs, v)
+    return costs
+
+
+def predict(scenario: Scenario, costs: CostModel) -> float:
+    """Simulated samples/s of one configuration under ``costs``."""
+    return simulate(scenario, costs).throughput_samples_per_s
+
+
+@dataclass(frozen=True)
+class FitResult:
+    costs: CostModel
+    values: dict[str, float]
+    sigma_rel: dict[str, float]  # 1-sigma relative uncertainty (NaN when not identifiable)
+    shapes: tuple[str, ...]
+    measured: tuple[float, ...]
+    predicted: tuple[float, ...]
+    evaluations: int
+
+    @property
+    def ape(self) -> np.ndarray:
+        m, p = np.array(self.measured), np.array(self.predicted)
+        return np.abs(p - m) / m
+
+    @property
+    def mape(self) -> float:
+        return float(self.ape.mean())
+
+
+def fit(
+    runs: Sequence[Run],
+    names: Sequence[str] = DEFAULT_FIT,
+    base: CostModel | None = None,
+    *,
+    start: CostModel | None = None,
+    max_evaluations: int = 60,
+    progress: Callable[[int, float], None] | None = None,
+) -> FitResult:
+    """Fit the parameters ``names`` so the simulator reproduces ``runs`` (repeats averaged)."""
+    base = base or CostModel()
+    params = parameters(names)
+    shapes = mean_by_shape(runs)
+    if len(shapes) < 1:
+        raise CalibrationError("nothing to fit: no runs")
+    keys = list(shapes)
+    scenarios = [shapes[k][0] for k in keys]
+    measured = np.array([shapes[k][1] for k in keys])
+    start_costs = start or base
+    x0 = np.array([p.to_x(p.get(start_costs)) for p in params])
+    lo = np.array([p.to_x(p.lower) for p in params])
+    hi = np.array([p.to_x(p.upper) for p in params])
+    calls = [0]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        costs = with_values(base, params, [p.from_x(v) for p, v in zip(params, x, strict=True)])
+        pred = np.array([predict(s, costs) for s in scenarios])
+        calls[0] += 1
+        r = np.log(pred / measured)
+        if progress is not None:
+            progress(calls[0], float(np.mean(np.abs(pred - measured) / measured)))
+        return r
+
+    if params:
+        sol = least_squares(
+            residuals,
+            np.clip(x0, lo, hi),
+            bounds=(lo, hi),
+            diff_step=1e-2,
+            x_scale=1.0,
+            max_nfev=max_evaluations,
+            method="trf",
+        )
+        x = sol.x
+        sigma = _sigma(sol.jac, sol.fun, params)
+    else:
+        x, sigma = x0, {}
+    values = {p.name: p.from_x(v) for p, v in zip(params, x, strict=True)}
+    costs = with_values(base, params, list(values.values()))
+    predicted = tuple(predict(s, costs) for s in scenarios)
+    return FitResult(
+        costs=costs,
+        values=values,
+        sigma_rel=sigma,
+        shapes=tuple(keys),
+        measured=tuple(measured.tolist()),
+        predicted=predicted,
+        evaluations=calls[0],
+    )
+
+
+def _sigma(jac: np.ndarray, fun: np.ndarray, params: Sequence[Parameter]) -> dict[str, float]:
+    """1-sigma uncertainty from the Gauss-Newton covariance s^2 (J^T J)^-1; relative for the
+    log-scaled parameters (sigma of log x), absolute for the linear ones."""
+    m, n = jac.shape
+    if m <= n:
+        return {p.name: math.nan for p in params}
+    s2 = float(fun @ fun) / (m - n)
+    try:
+        cov = np.linalg.inv(jac.T @ jac) * s2
+    except np.linalg.LinAlgError:
+        return {p.name: math.nan for p in params}
+    diag = np.diag(cov)
+    return {
+        p.name: math.sqrt(d) if d >= 0 and math.isfinite(d) else math.nan
+        for p, d in zip(params, diag, strict=True)
+    }

@@ -1,0 +1,149 @@
+"""Measured runs as calibration sees them: a validated scenario and what it really achieved.
+
+Reads realrun's JSON run records (files, or folders searched recursively). Every problem is a
+one-line ``CalibrationError`` naming the file: a record of another schema version, a scenario that
+no longer validates, a folder without records. Incomplete or invalid runs are set aside, counted,
+and never fitted to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from calibration.errors import CalibrationError
+from realrun.record import RecordError, RunRecord, load_record
+from simscale.config import ConfigError
+from simscale.scenario import Scenario, scenario_from_dict
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run: its scenario (as run, undilated) and its undilated throughput."""
+
+    path: str
+    sha256: str
+    scenario: Scenario
+    samples_per_s: float
+    per_worker_samples_per_s: tuple[float, ...]
+    dilation: float
+
+    @property
+    def shape(self) -> str:
+        return shape_key(self.scenario)
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """The usable runs, and what was set aside with the reason."""
+
+    runs: tuple[Run, ...]
+    skipped: tuple[tuple[str, str], ...]  # (path, why)
+
+    def shapes(self) -> dict[str, list[Run]]:
+        """Runs grouped by cluster shape (repeats of one configuration together)."""
+        groups: dict[str, list[Run]] = {}
+        for r in self.runs:
+            groups.setdefault(r.shape, []).append(r)
+        return groups
+
+
+def shape_key(s: Scenario) -> str:
+    """What makes two runs the same configuration: the scenario without name, seed and run
+    lengths (repeats differ only in those)."""
+    d = s.to_dict()
+    for k in ("name", "description"):
+        d.pop(k, None)
+    d.pop("simulation", None)
+    return json.dumps(d, sort_keys=True)
+
+
+def _record_files(paths: Sequence[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.rglob("*.json"))
+            if not found:
+                raise CalibrationError(f"{p}: no run records (*.json) in this folder")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise CalibrationError(f"{p}: no such file or folder")
+    if not files:
+        raise CalibrationError("no run records given")
+    return files
+
+
+def _validity(record: RunRecord) -> str | None:
+    """Why a record must not be fitted to, or None when it is fine."""
+    if not record.complete:
+        return f"incomplete run ({record.error or 'no reason recorded'})"
+    if record.summary is None or record.summary.samples_per_s <= 0:
+        return "no measured throughput"
+    valid = getattr(record, "valid", True)
+    if valid is False:
+        return f"marked invalid: {getattr(record, 'invalid_reason', '') or 'no reason given'}"
+    return None
+
+
+def load_runs(paths: Sequence[str | Path]) -> RunSet:
+    """Load every record under ``paths``; raise CalibrationError on any malformed one."""
+    runs: list[Run] = []
+    skipped: list[tuple[str, str]] = []
+    for f in _record_files(paths):
+        try:
+            record = load_record(f)
+        except RecordError as e:
+            raise CalibrationError(str(e)) from None
+        try:
+            scenario = scenario_from_dict(record.scenario)
+        except ConfigError as e:
+            raise CalibrationError(
+                f"{f}: its scenario no longer validates: {e} (re-run it, or fix the record)"
+            ) from None
+        why = _validity(record)
+        if why is not None:
+            skipped.append((str(f), why))
+            continue
+        assert record.summary is not None
+        dilation = scenario.realrun.dilation
+        sha = hashlib.sha256(f.read_bytes()).hexdigest()
+        runs.append(
+            Run(
+                path=str(f),
+                sha256=sha,
+                scenario=_undilated(scenario),
+                samples_per_s=record.summary.samples_per_s * dilation,
+                per_worker_samples_per_s=tuple(
+                    x * dilation for x in record.summary.samples_per_s_per_worker
+                ),
+                dilation=dilation,
+            )
+        )
+    if not runs:
+        reasons = "; ".join(f"{p}: {why}" for p, why in skipped[:3])
+        raise CalibrationError(f"no usable runs among {len(skipped)} records ({reasons})")
+    return RunSet(tuple(runs), tuple(skipped))
+
+
+def _undilated(s: Scenario) -> Scenario:
+    """The scenario at real speed: dilation is how realrun ran it, not what it describes."""
+    return replace(s, realrun=replace(s.realrun, dilation=1.0))
+
+
+def mean_by_shape(runs: Iterable[Run]) -> dict[str, tuple[Scenario, float, float, int]]:
+    """Per shape: (scenario, mean samples/s, standard deviation, repeats)."""
+    groups: dict[str, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(r.shape, []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        xs = [r.samples_per_s for r in rs]
+        mean = sum(xs) / len(xs)
+        std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 if len(xs) > 1 else 0.0
+        out[key] = (rs[0].scenario, mean, std, len(xs))
+    return out

@@ -1,0 +1,170 @@
+"""Honest validation: fit on some cluster shapes, predict the others, report the error.
+
+A shape (one configuration, all its repeats) is never in both the fit and the judgement.
+Leave-one-shape-out fits once per shape on all the others; k-fold splits the shapes into k
+seeded folds. Errors are absolute percentage errors of throughput against the mean of the
+repeats, summarised overall and per group (sync/async, co-located/dedicated, link speed, model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from calibration.errors import CalibrationError
+from calibration.fit import DEFAULT_FIT, FitResult, fit, predict
+from calibration.runs import Run, mean_by_shape
+from simscale.costs import CostModel
+from simscale.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One held-out shape: what was measured, what the fit on the other shapes predicted."""
+
+    shape: str
+    label: str
+    groups: dict[str, str]
+    measured: float
+    measured_std: float
+    repeats: int
+    predicted: float
+
+    @property
+    def ape(self) -> float:
+        return abs(self.predicted - self.measured) / self.measured
+
+
+@dataclass(frozen=True)
+class Report:
+    method: str
+    predictions: tuple[Prediction, ...]
+    parameters: tuple[str, ...]
+
+    @property
+    def mape(self) -> float:
+        return float(np.mean([p.ape for p in self.predictions]))
+
+    @property
+    def worst(self) -> float:
+        return float(np.max([p.ape for p in self.predictions]))
+
+    def by_group(self) -> dict[str, dict[str, tuple[float, float, int]]]:
+        """group kind -> group value -> (mean APE, worst APE, shapes)."""
+        out: dict[str, dict[str, list[float]]] = {}
+        for p in self.predictions:
+            for kind, value in p.groups.items():
+                out.setdefault(kind, {}).setdefault(value, []).append(p.ape)
+        return {
+            kind: {v: (float(np.mean(a)), float(np.max(a)), len(a)) for v, a in sorted(g.items())}
+            for kind, g in out.items()
+        }
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "method": self.method,
+            "parameters": list(self.parameters),
+            "mape": self.mape,
+            "worst_ape": self.worst,
+            "by_group": self.by_group(),
+            "predictions": [asdict(p) | {"ape": p.ape} for p in self.predictions],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def format(self) -> str:
+        lines = [
+            f"{self.method}: {len(self.predictions)} held-out shapes, fitted parameters: "
+            f"{', '.join(self.parameters) or '(none: defaults)'}",
+            f"throughput error: mean {self.mape:.1%}, worst {self.worst:.1%}",
+            "",
+            f"  {'held-out shape':<52} {'measured':>10} {'predicted':>10} {'error':>7}",
+        ]
+        for p in sorted(self.predictions, key=lambda p: -p.ape):
+            lines.append(f"  {p.label:<52} {p.measured:>10.1f} {p.predicted:>10.1f} {p.ape:>7.1%}")
+        lines += ["", "  by group               mean    worst  shapes"]
+        for kind, groups in self.by_group().items():
+            for value, (mean, worst, n) in groups.items():
+                lines.append(f"  {kind + '=' + value:<20} {mean:>7.1%} {worst:>8.1%} {n:>7}")
+        return "\n".join(lines)
+
+
+def groups_of(s: Scenario) -> dict[str, str]:
+    """The groups a shape is reported under."""
+    nic = s.cluster.hosts[0].resolved()[2]
+    return {
+        "mode": "sync" if "sync" in s.kvstore.mode and "async" not in s.kvstore.mode else "async",
+        "placement": s.kvstore.placement,
+        "link": f"{nic * 1000:g}Mbit/s",
+        "model": s.model.spec().name,
+    }
+
+
+def label_of(s: Scenario) -> str:
+    nic = s.cluster.hosts[0].resolved()[2]
+    return (
+        f"{s.model.spec().name} {s.num_workers}w/{s.num_servers}s {s.kvstore.placement[:5]} "
+        f"{s.kvstore.mode} {nic * 1000:g}Mbit/s"
+    )
+
+
+def cross_validate(
+    runs: Sequence[Run],
+    names: Sequence[str] = DEFAULT_FIT,
+    base: CostModel | None = None,
+    *,
+    folds: int | None = None,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Leave-one-shape-out (``folds=None``) or k-fold over shapes."""
+    base = base or CostModel()
+    shapes = mean_by_shape(runs)
+    keys = sorted(shapes)
+    if len(keys) < 2:
+        raise CalibrationError(
+            f"cross-validation needs at least 2 distinct shapes, got {len(keys)}"
+        )
+    if folds is None:
+        split = [[k] for k in keys]
+        method = "leave-one-shape-out"
+    else:
+        if not 2 <= folds <= len(keys):
+            raise CalibrationError(f"--kfold must be between 2 and {len(keys)} (the shapes)")
+        order = np.random.default_rng(seed).permutation(len(keys))
+        split = [[keys[i] for i in order[f::folds]] for f in range(folds)]
+        method = f"{folds}-fold over shapes (seed {seed})"
+    # Start every fold from the fit on everything: same optimum region, far fewer evaluations.
+    everything = fit(runs, names, base) if names else None
+    predictions: list[Prediction] = []
+    for i, held in enumerate(split):
+        train = [r for r in runs if r.shape not in held]
+        costs = _fit_costs(train, names, base, everything)
+        for k in held:
+            scenario, mean, std, n = shapes[k]
+            predictions.append(
+                Prediction(
+                    shape=k,
+                    label=label_of(scenario),
+                    groups=groups_of(scenario),
+                    measured=mean,
+                    measured_std=std,
+                    repeats=n,
+                    predicted=predict(scenario, costs),
+                )
+            )
+        if progress is not None:
+            progress(i + 1, len(split))
+    return Report(method, tuple(predictions), tuple(names))
+
+
+def _fit_costs(
+    train: Sequence[Run], names: Sequence[str], base: CostModel, start: FitResult | None
+) -> CostModel:
+    if not names:
+        return base
+    return fit(train, names, base, start=start.costs if start else None).costs

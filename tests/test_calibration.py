@@ -1,0 +1,227 @@
+"""Calibration: it recovers known parameters, validates honestly, and rejects bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from calibration.errors import CalibrationError
+from calibration.fit import fit
+from calibration.runs import load_runs
+from calibration.validate import cross_validate
+from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize, write_record
+from simscale.cli import main
+from simscale.costs import CostModel
+from simscale.profile import load_profile
+from simscale.scenario import Scenario, load_scenario, scenario_from_dict
+from simscale.simulator import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The "true" world the synthetic records come from: far from the defaults on purpose.
+TRUTH = CostModel(bandwidth_factor=0.8, message_overhead_us=300.0, server_update_ns_per_byte=3.0)
+FITTED = ("bandwidth_factor", "message_overhead_us", "server_update_ns_per_byte")
+
+
+def shape(workers: int, servers: int, keys: int, elements: int, mbit: float, **kv: Any) -> Scenario:
+    """CPU workers with a little compute, dedicated servers, ``keys`` equal arrays."""
+    return scenario_from_dict(
+        {
+            "cluster": {
+                "hosts": [
+                    {
+                        "count": workers,
+                        "gpus_per_host": 1,
+                        "gpu": "cpu",
+                        "nic_gbps": mbit / 1000,
+                        "latency_us": 100,
+                    }
+                ],
+                "server_hosts": {"count": servers, "nic_gbps": mbit / 1000, "latency_us": 100},
+            },
+            "model": {
+                "arrays": [
+                    {"name": f"w{i}", "elements": elements, "fwd_gflops": 0.001}
+                    for i in range(keys)
+                ]
+            },
+            "training": {"batch_per_gpu": 8},
+            "kvstore": {"mode": "dist_sync", "servers": servers, "placement": "dedicated", **kv},
+            "simulation": {"warmup_iterations": 1, "measured_iterations": 4},
+        }
+    )
+
+
+# Each parameter dominates somewhere: bandwidth (big keys, slow links), per-message overhead
+# (many tiny keys, fast links), server update (huge keys, fast links, one server).
+SHAPES = [
+    shape(2, 2, 8, 250_000, 100),
+    shape(4, 2, 8, 250_000, 100),
+    shape(2, 1, 40, 100, 10_000),
+    shape(3, 2, 40, 100, 10_000),
+    shape(4, 1, 4, 4_000_000, 100_000),
+    shape(2, 1, 4, 4_000_000, 100_000),
+]
+
+
+def write_synthetic(folder: Path, scenarios: list[Scenario], costs: CostModel) -> list[Path]:
+    """Run records whose timings are what the simulator predicts under ``costs``."""
+    paths = []
+    for i, s in enumerate(scenarios):
+        r = simulate(s, costs)
+        timings = [
+            IterationTiming(
+                w.rank,
+                it,
+                1e9 + it * w.iteration_time_s,
+                w.compute_s,
+                w.iteration_time_s - w.compute_s,
+                w.iteration_time_s,
+                1.0,
+            )
+            for w in r.per_worker
+            for it in range(5)
+        ]
+        samples = [w.gpus * s.training.batch_per_gpu for w in r.per_worker]
+        record = RunRecord(
+            schema_version=SCHEMA_VERSION,
+            scenario=s.to_dict(),
+            environment={"synthetic": True},
+            iterations=tuple(timings),
+            summary=summarize(timings, 1, samples),
+            complete=True,
+        )
+        paths.append(write_record(record, folder / f"run{i}.json"))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("runs")
+    write_synthetic(folder, SHAPES, TRUTH)
+    return folder
+
+
+@pytest.mark.slow
+def test_fit_recovers_known_parameters_within_5_percent(synthetic: Path) -> None:
+    """Records simulated with chosen parameters: fitting from the defaults gets them back."""
+    result = fit(list(load_runs([synthetic]).runs), FITTED)
+    for name in FITTED:
+        assert result.values[name] == pytest.approx(getattr(TRUTH, name), rel=0.05), name
+    assert result.mape < 0.01
+
+
+@pytest.mark.slow
+def test_held_out_shapes_are_predicted_from_the_others(synthetic: Path) -> None:
+    """Leave-one-shape-out on exact data: every held-out shape within 5%; each shape is
+    judged by a fit that never saw it."""
+    runs = list(load_runs([synthetic]).runs)
+    report = cross_validate(runs, FITTED)
+    assert len(report.predictions) == len(SHAPES)
+    assert report.worst < 0.05
+    assert {p.shape for p in report.predictions} == {r.shape for r in runs}
+
+
+@pytest.mark.slow
+def test_calibrate_writes_a_profile_that_predict_applies_only_in_scope(
+    synthetic: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`simscale calibrate` writes a profile with its provenance; `predict --profile` changes
+    the answer for a CPU-worker scenario and leaves a V100 preset alone unless forced."""
+    profile_path = tmp_path / "lab.yaml"
+    assert (
+        main(["calibrate", str(synthetic), "-o", str(profile_path), "--fit", ",".join(FITTED)]) == 0
+    )
+    profile = load_profile(profile_path)
+    assert profile.scope == ("cpu",)
+    assert len(profile.fit.records) == len(SHAPES)
+    assert profile.costs.message_overhead_us == pytest.approx(300, rel=0.05)
+
+    def predicted(path: Path, *extra: str) -> float:
+        capsys.readouterr()
+        assert main(["predict", str(path), "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["throughput_samples_per_s"]
+
+    cpu = tmp_path / "cpu.yaml"
+    cpu.write_text(json.dumps(SHAPES[3].to_dict()))
+    assert predicted(cpu, "--profile", str(profile_path)) != pytest.approx(predicted(cpu))
+    v100 = ROOT / "scenarios/mxnet/1s-2w-sync.yaml"
+    assert predicted(v100, "--profile", str(profile_path)) == predicted(v100)
+    assert predicted(v100, "--profile", str(profile_path), "--force-profile") != predicted(v100)
+
+
+@pytest.mark.slow
+def test_plot_writes_the_scatter_and_scaling_figures(synthetic: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fig.png"
+    assert main(["plot", str(synthetic), "-o", str(out)]) == 0
+    for name in ("fig-scatter.png", "fig-scaling.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_a_folder_without_records_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CalibrationError, match="no run records"):
+        load_runs([tmp_path])
+
+
+def test_a_record_of_another_schema_version_is_rejected(tmp_path: Path) -> None:
+    write_synthetic(tmp_path, SHAPES[:1], TRUTH)
+    f = tmp_path / "run0.json"
+    data = json.loads(f.read_text())
+    data["schema_version"] = 99
+    f.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"run0\.json.*schema_version"):
+        load_runs([tmp_path])
+
+
+def test_a_scenario_that_no_longer_validates_names_file_and_field(tmp_path: Path) -> None:
+    write_synthetic(tmp_path, SHAPES[:1], TRUTH)
+    f = tmp_path / "run0.json"
+    data = json.loads(f.read_text())
+    data["scenario"]["kvstore"]["mode"] = "dist_synchronous"
+    f.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"run0\.json.*kvstore\.mode"):
+        load_runs([tmp_path])
+
+
+def test_incomplete_runs_are_set_aside_not_fitted(tmp_path: Path) -> None:
+    write_synthetic(tmp_path, SHAPES[:2], TRUTH)
+    f = tmp_path / "run1.json"
+    data = json.loads(f.read_text())
+    data["complete"], data["summary"], data["error"] = False, None, "worker 1 died"
+    f.write_text(json.dumps(data))
+    runset = load_runs([tmp_path])
+    assert len(runset.runs) == 1
+    assert "worker 1 died" in runset.skipped[0][1]
+
+
+def test_cli_reports_bad_calibration_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", str(tmp_path), "-o", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no run records" in err[0]
+    assert main(["validate", str(tmp_path / "missing")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    assert main(["calibrate", str(tmp_path), "-o", "p.yaml", "--fit", "bandwidth"]) == 2
+
+
+def test_published_measurements_load_and_are_compared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The single-V100 DLPerf figure is reproduced by the default compute efficiency."""
+    assert main(["validate", "--published", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["published"]}
+    assert rows["resnet50-1gpu"]["error"] == pytest.approx(0.0, abs=0.01)
+    assert {"inception_v3", "resnet101", "vgg16"} <= set(rows)
+
+
+def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
+    p = tmp_path / "bad.yaml"
+    p.write_text("schema_version: 1\ncosts:\n  bandwidth_factor: 2.5\n")
+    with pytest.raises(Exception, match=r"bad\.yaml: costs\.bandwidth_factor: got 2\.5"):
+        load_profile(p)
+    assert load_scenario(ROOT / "scenarios/64gpu.yaml").num_gpus == 64
