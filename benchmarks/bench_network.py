@@ -7,9 +7,10 @@ of several repeats; times are wall-clock on this machine, single thread.
    egress and receiver's ingress), heterogeneous NIC rates so that many distinct levels occur
    (the hard case), and a symmetric all-to-all (one level, the easy case). Both solvers and the
    dispatching ``max_min_fair`` are timed.
-2. Network: every host sends to every other host in turn (all-to-all order), keeping W
+2. Network, all-to-all: every host sends to every other host in turn (all-to-all order), keeping W
    transfers in flight, sizes drawn log-uniformly between 4 KB and 4 MB (a PS job's mix of small
    and sharded arrays). Reports transfers completed per wall-clock second and per re-solve.
+3. Network, PS-shaped: push/pull of 160 keys per worker per iteration (see run_ps_iterations).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import simpy
 # Runnable from a checkout without installing: the repository root holds the simscale package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simscale.network import Topology, gbit_per_s, make_network
+from simscale.network import FairShareNetwork, Topology, gbit_per_s, make_network
 from simscale.network.fairshare import max_min_fair, paths_to_array, solve_heap, solve_rounds
+from simscale.sharding import assign_key
 
 
 def _median_s(repeats: int, fn, *args) -> float:
@@ -96,19 +98,78 @@ def run_all_to_all(kind: str, hosts: int, window: int, transfers: int, seed: int
 
     for h in range(hosts):
         env.process(host(h))
-    solves = 0
-    if hasattr(net, "_solve"):
+    solves = _count_solves(net)
+    t0 = time.perf_counter()
+    env.run()
+    return time.perf_counter() - t0, env.now, solves[0], per_host * hosts
+
+
+def run_ps_iterations(kind: str, hosts: int, iterations: int, seed: int = 0):
+    """A PS-shaped load: every host is a worker and a co-located server; each iteration every
+    worker pushes 160 keys (last layer first, one every 0.5 ms of backward compute) to their
+    servers, MXNet-style (small keys whole to ``key * 9973 % S``, big ones split over all), and
+    pulls each back once its push has arrived. Returns (wall s, simulated s, re-solves,
+    transfers)."""
+    env = simpy.Environment()
+    topo = Topology.uniform(hosts, gbit_per_s(25), 5e-6, intra_host_Bps=10e9)
+    net = make_network(kind, env, topo)
+    rng = np.random.default_rng(seed)
+    elements = np.exp(rng.uniform(np.log(256), np.log(4e6), 160)).astype(int).tolist()
+    transfers = 0
+
+    def push_pull(worker: int, server: int, nbytes: float):
+        yield net.transfer(worker, server, nbytes)
+        yield net.transfer(server, worker, nbytes)
+
+    def worker(w: int):
+        nonlocal transfers
+        for _ in range(iterations):
+            pending = []
+            for key in reversed(range(len(elements))):
+                yield env.timeout(0.5e-3)
+                for part in assign_key(key, elements[key], hosts):
+                    pending.append(env.process(push_pull(w, part.server, 4.0 * part.elements)))
+                    transfers += 2
+            yield env.all_of(pending)
+
+    for w in range(hosts):
+        env.process(worker(w))
+    solves = _count_solves(net)
+    t0 = time.perf_counter()
+    env.run()
+    return time.perf_counter() - t0, env.now, solves[0], transfers
+
+
+def _count_solves(net) -> list[int]:
+    """Wrap the fair-share model's re-solve to count calls; [0] stays 0 for other models."""
+    solves = [0]
+    if isinstance(net, FairShareNetwork):
         original = net._solve
 
         def counting() -> None:
-            nonlocal solves
-            solves += 1
+            solves[0] += 1
             original()
 
         net._solve = counting  # type: ignore[method-assign]
-    t0 = time.perf_counter()
-    env.run()
-    return time.perf_counter() - t0, env.now, solves, per_host * hosts
+    return solves
+
+
+def bench_ps(repeats: int, iterations: int) -> None:
+    print(f"\n== network: PS push/pull, 160 keys, {iterations} iterations, co-located ==")
+    print(
+        f"{'model':>10} {'hosts':>6} {'transfers':>9} {'wall s':>8} {'transfers/s':>12} "
+        f"{'solves':>7} {'us/solve':>9} {'sim s':>8}"
+    )
+    for kind in ("fairshare", "fifo"):
+        for hosts in (8, 64):
+            runs = [run_ps_iterations(kind, hosts, iterations, seed) for seed in range(repeats)]
+            wall = statistics.median(r[0] for r in runs)
+            sim, solves, done = runs[0][1], runs[0][2], runs[0][3]
+            per_solve = wall / solves * 1e6 if solves else float("nan")
+            print(
+                f"{kind:>10} {hosts:>6} {done:>9} {wall:>8.3f} {done / wall:>12.0f} "
+                f"{solves:>7} {per_solve:>9.1f} {sim:>8.4f}"
+            )
 
 
 def bench_network(repeats: int, transfers: int) -> None:
@@ -138,6 +199,7 @@ def main() -> None:
     transfers = 5_000 if args.quick else 20_000
     bench_solver(repeats)
     bench_network(max(1, repeats // 2), transfers)
+    bench_ps(max(1, repeats // 2), 2 if args.quick else 5)
 
 
 if __name__ == "__main__":

@@ -157,7 +157,6 @@ def fill_heap(
         if not heap:
             break
         t_link = heap[0][0]
-        newly: list[tuple[int, float]] = []
         if t_link >= uniform_bound and uniform_bound <= next_bound:
             # Every unfrozen flow reaches the common cap before any link fills.
             for m in members:
@@ -165,28 +164,28 @@ def fill_heap(
                     if f not in rate:
                         rate[f] = uniform_bound
             break
+        touched = set()
         if next_bound < t_link:
             # Flows reaching their own bound first freeze at it; no link fills.
             level = max(level, next_bound)
             limit = level * (1.0 + LEVEL_RTOL)
+            newly = []
             while next_bounded < len(by_bound) and by_bound[next_bounded][0] <= limit:
-                b, f = by_bound[next_bounded]
+                f = by_bound[next_bounded][1]
                 if f not in rate:
-                    newly.append((f, b))
-                    rate[f] = b
+                    newly.append(f)
                 next_bounded += 1
         else:
             # Rounding can put a refilled link a hair below the last level; levels only rise.
             if t_link > level:
                 level = t_link
-            link = heappop(heap)[1]
-            for f in members[link]:
-                if f not in rate:
-                    r = level if bound is None else min(level, bound[f])
-                    newly.append((f, r))
-                    rate[f] = r
-        touched = set()
-        for f, r in newly:
+            newly = members[heappop(heap)[1]]
+        # Freeze the new flows and take their load off every link they cross.
+        for f in newly:
+            if f in rate:
+                continue
+            r = level if bound is None else min(level, bound[f])
+            rate[f] = r
             w = weight[f]
             load = r * w
             for link in paths[f]:
