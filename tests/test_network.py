@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import simpy
@@ -331,3 +333,14 @@ def test_topology_rejects_impossible_hardware():
 def test_gbit_conversion_uses_decimal_giga_and_eight_bits():
     """A 25 Gbit/s NIC carries 3.125e9 bytes/s."""
     assert gbit_per_s(25) == 3.125e9
+
+
+@pytest.mark.parametrize("start_s", [0.0, 1e4, 1e8])
+def test_tiny_and_large_transfers_complete_late_in_a_long_run(start_s):
+    """Where the clock's resolution is coarse (ulp(1e8 s) = 15 ns), a 1-byte transfer (1 ns at
+    1 GB/s) still completes, within a few ulps of start + 1 ns, and a 1 GB one at start + 1 s."""
+    env = simpy.Environment(initial_time=start_s)
+    net = make_network("fairshare", env, Topology.uniform(2, B, 0.0))
+    done = run_transfers(net, env, [("byte", 0.0, 0, 1, 1.0), ("gb", 0.0, 1, 0, GB)])
+    assert done["byte"] == pytest.approx(start_s + 1e-9, abs=4 * math.ulp(start_s) + 1e-12)
+    assert done["gb"] == pytest.approx(start_s + 1.0, abs=4 * math.ulp(start_s) + 1e-12)

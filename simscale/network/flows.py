@@ -11,11 +11,15 @@ lets a flow compete for bandwidth from its start, a choice that matters only for
 than a latency, whose timing is dominated by that latency either way.
 
 Cost per event instant: every start and end at one simulated instant is batched into ONE
-re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``). Per-flow state
-lives in packed numpy arrays so that advancing the clock and finding the next completion are
-O(F) vectorised; the only per-flow SimPy event is the transfer's own arrival. A single "next
-completion" wake-up is pending at a time; a re-solve that moves it leaves the old one to fire as
-a no-op (it is recognised by identity), which costs one cheap event, never a cancellation.
+re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``). The solver
+sees path classes (host pairs with live flows, weighted by their flow count), at most H(H-1)
+however many flows there are, on a link->class incidence kept up to date as flows come and go.
+Per-flow state lives in packed numpy arrays so that advancing the clock and finding the next
+completion are O(F) vectorised; the only per-flow SimPy event is the transfer's own arrival. A
+single "next completion" wake-up is pending at a time; a re-solve that moves it leaves the old
+one to fire as a no-op (it is recognised by identity), one cheap event, never a cancellation.
+Link statistics cost nothing per event: busy time accrues when a link's flow count returns to
+zero, bytes when a flow completes, and what is in flight is added when they are read.
 """
 
 from __future__ import annotations
@@ -188,7 +192,10 @@ class FairShareNetwork:
         n = self._n
         if not n:
             return False
-        done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * FINISH_TOLERANCE_S)
+        # Late in a long run the clock's own resolution can exceed the tolerance; a flow within
+        # a few ulps of the end must count as finished or its wake-up would never move the clock.
+        tolerance_s = max(FINISH_TOLERANCE_S, 4 * math.ulp(self.env.now))
+        done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * tolerance_s)
         if not done.size:
             return False
         for i in done.tolist():
