@@ -13,18 +13,21 @@ smallest such level, freeze what it saturates" and no unfrozen flow's rate is to
 Fill levels only rise as flows freeze (a flow frozen at ``t <= (c-F)/n`` leaves
 ``(c-F-t)/(n-1) >= (c-F)/n``), which is what lets ``solve_heap`` keep links in a heap.
 
-Two implementations, one answer (the tests hold them to each other):
+Two implementations, one answer (the tests hold them to each other). With F flows (or path
+classes), K links per flow, L links, B bounded flows and R distinct bottleneck levels:
 
 - ``solve_heap`` (pure Python): a heap of links keyed by fill level; each freeze updates the
-  K links of the frozen flow. O(F*K*log L) whatever the number of distinct levels.
-- ``solve_rounds`` (numpy): one vectorised round per distinct fill level, O(L + frozen*K) per
-  round using a link->flows (CSC) index, O(F*K) for a round where many links fill together.
-  Fixed numpy call overhead (~20 us a round here) makes it lose on small problems and on
-  heterogeneous traffic with many levels, and win on large, symmetric ones.
+  K links of the frozen flow. O((F*K + L) log L + B log B), whatever R is.
+- ``solve_rounds`` (numpy): one vectorised round per level, O(L + frozen*K) per round through
+  a link->flows (CSC) index, O(F*K) for a round where many links fill together: O(R*L + F*K)
+  typically, O(R*(L + F*K)) at worst, R <= L + B. Fixed numpy call overhead (~20 us a round
+  on the development machine) makes it lose on small problems and on heterogeneous traffic
+  with many levels, and win on thousands of flows with few levels.
 
-``max_min_fair`` picks by problem size (crossover measured in benchmarks/bench_network.py): with
-F flows over L links, a few hundred flows is the regime the network model re-solves at every
-event, and there the heap is 2-3x faster.
+``max_min_fair`` uses the heap below ``NUMPY_MIN_FLOWS`` flows. Measured with
+benchmarks/bench_network.py: at 64 flows the heap is ~3x faster on heterogeneous traffic and
+on par on symmetric traffic; at 512 the heap is ~2.5x faster on heterogeneous traffic and ~3x
+slower on a symmetric all-to-all; at 4096 numpy is faster on both (10x on all-to-all).
 """
 
 from __future__ import annotations
