@@ -6,7 +6,7 @@ of several repeats; times are wall-clock on this machine, single thread.
 1. Solver: F flows between random host pairs over H hosts (each flow crosses its sender's
    egress and receiver's ingress), heterogeneous NIC rates so that many distinct levels occur
    (the hard case), and a symmetric all-to-all (one level, the easy case). Both solvers and the
-   dispatching ``max_min_fair`` are timed.
+   public ``max_min_fair`` ("checked": input validation plus the solver it picks) are timed.
 2. Network, all-to-all: every host sends to every other host in turn (all-to-all order), keeping W
    transfers in flight, sizes drawn log-uniformly between 4 KB and 4 MB (a PS job's mix of small
    and sharded arrays). Reports transfers completed per wall-clock second and per re-solve.
@@ -45,7 +45,7 @@ def bench_solver(repeats: int) -> None:
     print("== solver: one re-solve (median of", repeats, "repeats) ==")
     print(
         f"{'flows':>6} {'hosts':>6} {'pattern':>12} {'heap us':>10} {'numpy us':>10} "
-        f"{'auto us':>10}"
+        f"{'checked us':>10}"
     )
     rng = np.random.default_rng(0)
     for flows, hosts in ((64, 8), (512, 64), (4096, 128)):
