@@ -407,3 +407,15 @@ def test_fair_share_network_matches_a_from_scratch_fluid_simulation(raw, oversub
     done = run_transfers(net, env, [(i, *tr) for i, tr in enumerate(transfers)])
     expected = reference_fluid_arrivals(topo, transfers, 2 * LAT)
     assert done == pytest.approx(expected, rel=1e-9)
+
+
+def test_fifo_core_caps_the_rate_but_queues_nothing():
+    """FIFO with oversubscription 8 on 4 hosts of 1 GB/s: the core is 4 / 8 = 0.5 GB/s. It caps
+    each transfer at 0.5 GB/s but is no FIFO server, so 0->1 and 2->3 (1 GB each) both take 2 s
+    at once; the core is busy 2 s (the union of the two intervals) and carried 2 GB."""
+    env, net = build("fifo", oversubscription=8.0)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB), ("b", 0.0, 2, 3, GB)])
+    assert done == pytest.approx({"a": 2.0 + 2 * LAT, "b": 2.0 + 2 * LAT}, rel=1e-12)
+    core = next(s for s in net.link_stats() if s.name == "core")
+    assert core.bytes_carried == pytest.approx(2 * GB)
+    assert core.busy_s == pytest.approx(2.0)
