@@ -250,3 +250,22 @@ def test_large_symmetric_all_to_all_takes_the_numpy_path_and_shares_equally():
     paths = [[2 * s, 2 * d + 1] for s in range(hosts) for d in range(hosts) if s != d]
     rates = max_min_fair([1e9] * (2 * hosts), paths)
     np.testing.assert_allclose(rates, 1e9 / 31, rtol=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems(max_links=8, max_flows=12), st.data())
+def test_a_counted_entry_equals_that_many_identical_flows(problem, data):
+    """``count=[n]`` for a path solves exactly as n separate copies of that flow (how the network
+    model solves per host pair), in both solvers."""
+    cap, paths, bounds = problem
+    counts = data.draw(st.lists(st.integers(1, 4), min_size=len(paths), max_size=len(paths)))
+    expanded_paths = [p for p, c in zip(paths, counts, strict=True) for _ in range(c)]
+    expanded_bounds = [b for b, c in zip(bounds, counts, strict=True) for _ in range(c)]
+    expanded = max_min_fair(cap, expanded_paths, expanded_bounds)
+    per_entry = np.repeat(np.array(solve_heap(cap, paths, bounds, counts)), counts)
+    np.testing.assert_allclose(per_entry, expanded, rtol=1e-9)
+    padded = np.where(paths_to_array(paths, width=3) < 0, len(cap), paths_to_array(paths, width=3))
+    rounds = solve_rounds(
+        np.append(cap, INF), padded, np.array(bounds, dtype=float), np.array(counts, dtype=float)
+    )
+    np.testing.assert_allclose(np.repeat(rounds, counts), expanded, rtol=1e-9)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simscale.network import (
     FairShareNetwork,
@@ -13,6 +17,7 @@ from simscale.network import (
     Topology,
     gbit_per_s,
     make_network,
+    max_min_fair,
 )
 
 GB = 1e9  # bytes
@@ -331,3 +336,86 @@ def test_topology_rejects_impossible_hardware():
 def test_gbit_conversion_uses_decimal_giga_and_eight_bits():
     """A 25 Gbit/s NIC carries 3.125e9 bytes/s."""
     assert gbit_per_s(25) == 3.125e9
+
+
+@pytest.mark.parametrize("start_s", [0.0, 1e4, 1e8])
+def test_tiny_and_large_transfers_complete_late_in_a_long_run(start_s):
+    """Where the clock's resolution is coarse (ulp(1e8 s) = 15 ns), a 1-byte transfer (1 ns at
+    1 GB/s) still completes, within a few ulps of start + 1 ns, and a 1 GB one at start + 1 s."""
+    env = simpy.Environment(initial_time=start_s)
+    net = make_network("fairshare", env, Topology.uniform(2, B, 0.0))
+    done = run_transfers(net, env, [("byte", 0.0, 0, 1, 1.0), ("gb", 0.0, 1, 0, GB)])
+    assert done["byte"] == pytest.approx(start_s + 1e-9, abs=4 * math.ulp(start_s) + 1e-12)
+    assert done["gb"] == pytest.approx(start_s + 1.0, abs=4 * math.ulp(start_s) + 1e-12)
+
+
+def reference_fluid_arrivals(topo, transfers, latency_s):
+    """Independent fluid simulation: re-solve every flow from scratch at every start and end.
+
+    ``transfers`` are ``(start_s, src, dst, nbytes)`` between distinct hosts; returns each one's
+    arrival time. No classes, no incremental state: the yardstick for FairShareNetwork.
+    """
+    cap = topo.link_capacities_Bps()
+    starts = sorted(range(len(transfers)), key=lambda i: transfers[i][0])
+    remaining = {}
+    arrival = {}
+    now = 0.0
+    while starts or remaining:
+        while starts and transfers[starts[0]][0] <= now:
+            i = starts.pop(0)
+            remaining[i] = transfers[i][3]
+        live = sorted(remaining)
+        paths = [topo.path(transfers[i][1], transfers[i][2]) for i in live]
+        rates = max_min_fair(cap, paths) if live else []
+        next_start = transfers[starts[0]][0] if starts else math.inf
+        next_end = min(
+            (remaining[i] / r for i, r in zip(live, rates, strict=True)), default=math.inf
+        )
+        step = min(next_start - now, next_end)
+        for i, r in zip(live, rates, strict=True):
+            remaining[i] -= r * step
+        now += step
+        for i in live:
+            if remaining[i] <= 1e-9 * transfers[i][3]:
+                del remaining[i]
+                arrival[i] = now + latency_s
+    return arrival
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.1, 0.25, 0.5]),
+            st.integers(0, 3),
+            st.integers(1, 3),
+            st.sampled_from([0.05, 0.1, 0.3, 1.0]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([None, 2.0]),
+)
+def test_fair_share_network_matches_a_from_scratch_fluid_simulation(raw, oversubscription):
+    """Random transfers among 4 hosts (some starting together, some ending together): every
+    arrival equals that of an independent fluid simulation that re-solves all flows at each
+    event, so batching, per-pair classes and packed state change no timing."""
+    transfers = [(t, src, (src + hop) % 4, size * GB) for t, src, hop, size in raw]
+    topo = Topology.uniform(4, B, LAT, oversubscription=oversubscription)
+    env = simpy.Environment()
+    net = make_network("fairshare", env, topo)
+    done = run_transfers(net, env, [(i, *tr) for i, tr in enumerate(transfers)])
+    expected = reference_fluid_arrivals(topo, transfers, 2 * LAT)
+    assert done == pytest.approx(expected, rel=1e-9)
+
+
+def test_fifo_core_caps_the_rate_but_queues_nothing():
+    """FIFO with oversubscription 8 on 4 hosts of 1 GB/s: the core is 4 / 8 = 0.5 GB/s. It caps
+    each transfer at 0.5 GB/s but is no FIFO server, so 0->1 and 2->3 (1 GB each) both take 2 s
+    at once; the core is busy 2 s (the union of the two intervals) and carried 2 GB."""
+    env, net = build("fifo", oversubscription=8.0)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB), ("b", 0.0, 2, 3, GB)])
+    assert done == pytest.approx({"a": 2.0 + 2 * LAT, "b": 2.0 + 2 * LAT}, rel=1e-12)
+    core = next(s for s in net.link_stats() if s.name == "core")
+    assert core.bytes_carried == pytest.approx(2 * GB)
+    assert core.busy_s == pytest.approx(2.0)

@@ -13,25 +13,28 @@ smallest such level, freeze what it saturates" and no unfrozen flow's rate is to
 Fill levels only rise as flows freeze (a flow frozen at ``t <= (c-F)/n`` leaves
 ``(c-F-t)/(n-1) >= (c-F)/n``), which is what lets ``solve_heap`` keep links in a heap.
 
-Two implementations, one answer (the tests hold them to each other):
+Two implementations, one answer (the tests hold them to each other). With F flows (or path
+classes), K links per flow, L links, B bounded flows and R distinct bottleneck levels:
 
 - ``solve_heap`` (pure Python): a heap of links keyed by fill level; each freeze updates the
-  K links of the frozen flow. O(F*K*log L) whatever the number of distinct levels.
-- ``solve_rounds`` (numpy): one vectorised round per distinct fill level, O(L + frozen*K) per
-  round using a link->flows (CSC) index, O(F*K) for a round where many links fill together.
-  Fixed numpy call overhead (~20 us a round here) makes it lose on small problems and on
-  heterogeneous traffic with many levels, and win on large, symmetric ones.
+  K links of the frozen flow. O((F*K + L) log L + B log B), whatever R is.
+- ``solve_rounds`` (numpy): one vectorised round per level, O(L + frozen*K) per round through
+  a link->flows (CSC) index, O(F*K) for a round where many links fill together: O(R*L + F*K)
+  typically, O(R*(L + F*K)) at worst, R <= L + B. Fixed numpy call overhead (~20 us a round
+  on the development machine) makes it lose on small problems and on heterogeneous traffic
+  with many levels, and win on thousands of flows with few levels.
 
-``max_min_fair`` picks by problem size (crossover measured in benchmarks/bench_network.py): with
-F flows over L links, a few hundred flows is the regime the network model re-solves at every
-event, and there the heap is 2-3x faster.
+``max_min_fair`` uses the heap below ``NUMPY_MIN_FLOWS`` flows. Measured with
+benchmarks/bench_network.py: at 64 flows the heap is ~3x faster on heterogeneous traffic and
+on par on symmetric traffic; at 512 the heap is ~2.5x faster on heterogeneous traffic and ~3x
+slower on a symmetric all-to-all; at 4096 numpy is faster on both (10x on all-to-all).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -52,13 +55,16 @@ def max_min_fair(
     capacity_Bps: Sequence[float] | FloatArray,
     paths: Sequence[Sequence[int]],
     bound_Bps: Sequence[float] | FloatArray | None = None,
+    count: Sequence[int] | None = None,
 ) -> FloatArray:
     """Max-min fair rate (bytes/s) of every flow.
 
     ``capacity_Bps``: one positive capacity per link. ``paths``: for each flow the distinct
-    indices of the links it crosses. ``bound_Bps``: each flow's own maximum
-    rate, ``inf`` for none; default no bounds. A flow that crosses no link and has no bound gets
-    ``inf``.
+    indices of the links it crosses. ``bound_Bps``: each flow's own maximum rate, ``inf`` for
+    none; default no bounds. ``count``: how many identical flows each entry stands for (they
+    get equal rates, so a path class of n flows is solved as one entry that loads its links n
+    times); default 1 each. The rate returned is per flow. A flow that crosses no link and has
+    no bound gets ``inf``.
     """
     cap = [float(c) for c in capacity_Bps]
     if not all(c > 0 and not math.isnan(c) for c in cap):
@@ -77,35 +83,72 @@ def max_min_fair(
             raise ValueError("bound_Bps must have one entry per flow")
         if not all(b > 0 for b in bound):
             raise ValueError("flow bounds must be positive (inf for none)")
+    counts: list[int] | None = None
+    if count is not None:
+        counts = [int(c) for c in count]
+        if len(counts) != len(routes) or not all(c >= 1 for c in counts):
+            raise ValueError("count must give each flow a multiplicity of at least 1")
     if len(routes) < NUMPY_MIN_FLOWS:
-        return np.array(solve_heap(cap, routes, bound), dtype=np.float64)
+        return np.array(solve_heap(cap, routes, bound, counts), dtype=np.float64)
     links = paths_to_array(routes)
     padded = np.where(links < 0, n_links, links)
     bounds = np.full(len(routes), np.inf) if bound is None else np.array(bound)
-    return solve_rounds(np.append(np.array(cap), np.inf), padded, bounds)
+    weights = None if counts is None else np.array(counts, dtype=np.float64)
+    return solve_rounds(np.append(np.array(cap), np.inf), padded, bounds, weights)
 
 
 def solve_heap(
-    cap: Sequence[float], paths: Sequence[Sequence[int]], bound: Sequence[float] | None
+    cap: Sequence[float],
+    paths: Sequence[Sequence[int]],
+    bound: Sequence[float] | None,
+    count: Sequence[int] | None = None,
 ) -> list[float]:
     """Progressive filling with a heap of link fill levels (small problems, pre-validated)."""
-    n_flows = len(paths)
+    weight = [1] * len(paths) if count is None else count
     members: list[list[int]] = [[] for _ in cap]
+    n_on_link = [0] * len(cap)
     for f, route in enumerate(paths):
         for link in route:
             members[link].append(f)
-    n_unfrozen = [len(m) for m in members]
+            n_on_link[link] += weight[f]
+    rate = fill_heap(cap, members, n_on_link, paths, weight, bound)
+    if bound is None:
+        return [rate.get(f, math.inf) for f in range(len(paths))]
+    return [rate.get(f, bound[f]) for f in range(len(paths))]
+
+
+def fill_heap(
+    cap: Sequence[float],
+    members: Sequence[Iterable[int]],
+    n_on_link: Sequence[int],
+    paths: Sequence[Sequence[int]],
+    weight: Sequence[int],
+    bound: Sequence[float] | None = None,
+    uniform_bound: float = math.inf,
+) -> dict[int, float]:
+    """The heap solver's core on a ready incidence, so a caller can keep it between solves.
+
+    ``members[l]``: ids of the flows on link l (only flows to solve); ``n_on_link[l]``: the sum
+    of their weights; ``paths``, ``weight`` and ``bound`` are indexed by flow id and may hold
+    entries for other ids. ``uniform_bound`` caps every flow. Returns ``{flow id: rate}`` for
+    every flow on some link; a flow absent from it has no link (its rate is its bound).
+    """
+    # This runs at every network event, so it is written for CPython speed: local aliases, no
+    # per-round allocation beyond the heap entries, per-flow bounds handled only if present.
+    heappop, heappush = heapq.heappop, heapq.heappush
+    n_unfrozen = list(n_on_link)
     headroom = list(cap)
     # Entries go stale when a link's load changes; a stale entry is recognised because its
     # level no longer equals headroom/n recomputed the same way (exact float equality).
     heap = [(headroom[link] / n, link) for link, n in enumerate(n_unfrozen) if n]
     heapq.heapify(heap)
+    rate: dict[int, float] = {}
     by_bound = []
     if bound is not None:
-        by_bound = sorted((b, f) for f, b in enumerate(bound) if b < math.inf)
-    rate = [math.inf] * n_flows
-    frozen = [False] * n_flows
+        flows = {f for m in members for f in m}
+        by_bound = sorted((bound[f], f) for f in flows if bound[f] < math.inf)
     next_bounded = 0
+    next_bound = by_bound[0][0] if by_bound else math.inf
     level = 0.0
     while True:
         while heap:
@@ -113,53 +156,64 @@ def solve_heap(
             n = n_unfrozen[link]
             if n and fill == headroom[link] / n:
                 break
-            heapq.heappop(heap)
-        while next_bounded < len(by_bound) and frozen[by_bound[next_bounded][1]]:
-            next_bounded += 1
-        t_link = heap[0][0] if heap else math.inf
-        t_bound = by_bound[next_bounded][0] if next_bounded < len(by_bound) else math.inf
-        if t_bound < t_link:
+            heappop(heap)
+        if not heap:
+            break
+        t_link = heap[0][0]
+        if t_link >= uniform_bound and uniform_bound <= next_bound:
+            # Every unfrozen flow reaches the common cap before any link fills.
+            for m in members:
+                for f in m:
+                    if f not in rate:
+                        rate[f] = uniform_bound
+            break
+        touched = set()
+        if next_bound < t_link:
             # Flows reaching their own bound first freeze at it; no link fills.
-            level = max(level, t_bound)
+            level = max(level, next_bound)
             limit = level * (1.0 + LEVEL_RTOL)
             newly = []
             while next_bounded < len(by_bound) and by_bound[next_bounded][0] <= limit:
-                b, f = by_bound[next_bounded]
-                if not frozen[f]:
-                    newly.append((f, b))
-                    frozen[f] = True
+                f = by_bound[next_bounded][1]
+                if f not in rate:
+                    newly.append(f)
                 next_bounded += 1
-        elif t_link < math.inf:
-            # Rounding can put a refilled link a hair below the last level; levels only rise.
-            level = max(level, t_link)
-            link = heapq.heappop(heap)[1]
-            newly = []
-            for f in members[link]:
-                if not frozen[f]:
-                    newly.append((f, level if bound is None else min(level, bound[f])))
-                    frozen[f] = True
         else:
-            # What is left crosses no link and has no bound: its rate stays inf.
-            break
-        touched = set()
-        for f, r in newly:
+            # Rounding can put a refilled link a hair below the last level; levels only rise.
+            if t_link > level:
+                level = t_link
+            newly = members[heappop(heap)[1]]
+        # Freeze the new flows and take their load off every link they cross.
+        for f in newly:
+            if f in rate:
+                continue
+            r = level if bound is None else min(level, bound[f])
             rate[f] = r
+            w = weight[f]
+            load = r * w
             for link in paths[f]:
-                headroom[link] -= r
-                n_unfrozen[link] -= 1
+                headroom[link] -= load
+                n_unfrozen[link] -= w
                 touched.add(link)
         for link in touched:
             n = n_unfrozen[link]
             if n:
-                heapq.heappush(heap, (headroom[link] / n, link))
+                heappush(heap, (headroom[link] / n, link))
+        if by_bound:
+            while next_bounded < len(by_bound) and by_bound[next_bounded][1] in rate:
+                next_bounded += 1
+            next_bound = by_bound[next_bounded][0] if next_bounded < len(by_bound) else math.inf
     return rate
 
 
-def solve_rounds(cap_ext: FloatArray, links: IntArray, bound: FloatArray) -> FloatArray:
+def solve_rounds(
+    cap_ext: FloatArray, links: IntArray, bound: FloatArray, weight: FloatArray | None = None
+) -> FloatArray:
     """Progressive filling in vectorised rounds, one per distinct fill level (large problems).
 
     ``cap_ext`` has the real capacities followed by one sentinel entry (its value is ignored);
-    ``links`` (F, K) uses the sentinel's index as padding; ``bound`` (F,) uses ``inf`` for none.
+    ``links`` (F, K) uses the sentinel's index as padding; ``bound`` (F,) uses ``inf`` for none;
+    ``weight`` (F,) is each entry's flow count (see ``max_min_fair``), default 1.
     """
     n_ext = cap_ext.shape[0]
     sentinel = n_ext - 1
@@ -168,12 +222,13 @@ def solve_rounds(cap_ext: FloatArray, links: IntArray, bound: FloatArray) -> Flo
     if n_flows == 0:
         return rate
     flat = links.ravel()
+    flat_weight = None if weight is None else np.repeat(weight, k)
     # Link -> flows incidence (CSC): the flows of link l are by_link[start[l]:start[l + 1]].
     by_link = np.argsort(flat, kind="stable") // k
     count = np.bincount(flat, minlength=n_ext)
     start = np.zeros(n_ext + 1, dtype=np.int_)
     np.cumsum(count, out=start[1:])
-    n_unfrozen = count.astype(np.float64)
+    n_unfrozen = np.bincount(flat, weights=flat_weight, minlength=n_ext).astype(np.float64)
     n_unfrozen[sentinel] = 0.0
     # headroom / n_unfrozen is the level at which a link fills; a link with no unfrozen flow
     # gets headroom inf so that the division gives inf (never fills) instead of 0/0.
@@ -223,8 +278,10 @@ def solve_rounds(cap_ext: FloatArray, links: IntArray, bound: FloatArray) -> Flo
             n_frozen += newly.size
             rate[newly] = new_rate
             touched = links[newly].ravel()
-            headroom -= np.bincount(touched, weights=np.repeat(new_rate, k), minlength=n_ext)
-            n_unfrozen -= np.bincount(touched, minlength=n_ext)
+            w = None if weight is None else np.repeat(weight[newly], k)
+            load = np.repeat(new_rate, k) if w is None else np.repeat(new_rate, k) * w
+            headroom -= np.bincount(touched, weights=load, minlength=n_ext)
+            n_unfrozen -= np.bincount(touched, weights=w, minlength=n_ext)
             if saturated is not None:
                 headroom[saturated] = np.inf
             n_unfrozen[sentinel] = 0.0

@@ -11,11 +11,15 @@ lets a flow compete for bandwidth from its start, a choice that matters only for
 than a latency, whose timing is dominated by that latency either way.
 
 Cost per event instant: every start and end at one simulated instant is batched into ONE
-re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``). Per-flow state
-lives in packed numpy arrays so that advancing the clock and finding the next completion are
-O(F) vectorised; the only per-flow SimPy event is the transfer's own arrival. A single "next
-completion" wake-up is pending at a time; a re-solve that moves it leaves the old one to fire as
-a no-op (it is recognised by identity), which costs one cheap event, never a cancellation.
+re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``). The solver
+sees path classes (host pairs with live flows, weighted by their flow count), at most H(H-1)
+however many flows there are, on a link->class incidence kept up to date as flows come and go.
+Per-flow state lives in packed numpy arrays so that advancing the clock and finding the next
+completion are O(F) vectorised; the only per-flow SimPy event is the transfer's own arrival. A
+single "next completion" wake-up is pending at a time; a re-solve that moves it leaves the old
+one to fire as a no-op (it is recognised by identity), one cheap event, never a cancellation.
+Link statistics cost nothing per event: busy time accrues when a link's flow count returns to
+zero, bytes when a flow completes, and what is in flight is added when they are read.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import simpy
 from simpy.events import Event
 
 from simscale.network.arrival import AFTER_NORMAL, Arrival, Call
-from simscale.network.fairshare import NUMPY_MIN_FLOWS, solve_heap, solve_rounds
+from simscale.network.fairshare import NUMPY_MIN_FLOWS, fill_heap, solve_rounds
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
 
@@ -54,34 +58,48 @@ class FairShareNetwork:
         self.env = env
         self.topology = topology
         self._latency_factor = latency_factor
-        self._stream_max_Bps = stream_max_Bps
+        self._stream_max_Bps = math.inf if stream_max_Bps is None else stream_max_Bps
         cap = [c * bandwidth_factor for c in topology.link_capacities_Bps()]
-        self._n_links = len(cap)
+        n_links = len(cap)
+        self._n_links = n_links
         self._cap = cap
         self._cap_ext = np.append(np.array(cap), np.inf)  # sentinel slot for solve_rounds
         self._core = topology.core_link
         self._width = 3 if self._core is not None else 2  # links per inter-host path
+        # Flows between the same two hosts always get the same rate, so the solver works on
+        # path classes (one per host pair), each loading its links once per live flow: a worker
+        # pushing 20 keys to one server is one entry of weight 20, not 20 entries.
+        self._class_of: dict[tuple[int, int], int] = {}
+        self._class_paths: list[tuple[int, ...]] = []
+        self._class_count: list[int] = []
+        self._class_links = np.zeros((16, self._width), dtype=np.int_)
+        self._class_rate = np.zeros(16)
+        self._live_classes: dict[int, None] = {}  # insertion-ordered set
+        # The link -> live classes incidence and per-link live flow counts are kept up to date
+        # as flows come and go, so a re-solve does not rebuild them.
+        self._members: list[dict[int, None]] = [{} for _ in range(n_links)]
+        self._n_on_link = [0] * n_links
         # Packed per-flow state: flows 0..n-1 are live; removal moves the last flow into the hole.
         size = 64
         self._n = 0
         self._remaining = np.zeros(size)
+        self._size = np.zeros(size)
         self._rate = np.zeros(size)
-        self._links = np.zeros((size, self._width), dtype=np.int_)
-        self._paths: list[tuple[int, ...]] = []
+        self._flow_class = np.zeros(size, dtype=np.int_)
         self._latency: list[float] = []
         self._events: list[Arrival] = []
-        self._pending: list[
-            tuple[tuple[int, ...], float, float, Arrival, Callable[[], None] | None]
-        ] = []
+        self._pending: list[tuple[int, float, float, Arrival, Callable[[], None] | None]] = []
         self._on_sent: list[Callable[[], None] | None] = []
         self._resolve_scheduled = False
         self._wakeup: Event | None = None
         self._last_s = env.now
-        # Per-link rate and whether any flow crosses it, valid since the last re-solve.
-        self._link_rate = np.zeros(self._n_links + 1)
-        self._link_busy = np.zeros(self._n_links + 1, dtype=bool)
-        self._bytes = np.zeros(self._n_links + 1)
-        self._busy_s = np.zeros(self._n_links + 1)
+        # Statistics are kept lazily, off the per-event path: a link's busy time accrues when
+        # its live-flow count returns to 0, its bytes when a flow crossing it completes; the
+        # part still in flight is added when stats are read.
+        self._busy_since_s = [0.0] * n_links
+        self._busy_acc_s = [0.0] * n_links
+        self._done_bytes = [0.0] * n_links
+        self._bytes_base = np.zeros(n_links)
         self._window_start_s = env.now
 
     # ----- the Network contract -------------------------------------------------------------
@@ -103,35 +121,42 @@ class FairShareNetwork:
             arrival.arrive_in(latency_s)
             _notify_in(self.env, on_sent, 0.0)
             return arrival
-        if self._core is None:
-            path: tuple[int, ...] = (2 * src, 2 * dst + 1)
-        else:
-            path = (2 * src, self._core, 2 * dst + 1)
-        self._pending.append((path, float(nbytes), latency_s, arrival, on_sent))
+        cls = self._class_of.get((src, dst))
+        if cls is None:
+            cls = self._new_class(src, dst)
+        self._pending.append((cls, float(nbytes), latency_s, arrival, on_sent))
         self._request_resolve()
         return arrival
 
     def link_stats(self) -> list[LinkStat]:
         """Bytes and busy time of every NIC direction (and the core) since ``reset_stats``."""
-        self._advance()
+        carried, busy = self._totals()
+        carried -= self._bytes_base
         window = self.env.now - self._window_start_s
         names = self.topology.link_names()
         return [
-            LinkStat(names[i], self._cap[i], float(self._bytes[i]), float(self._busy_s[i]), window)
+            LinkStat(names[i], self._cap[i], float(carried[i]), float(busy[i]), window)
             for i in range(self._n_links)
         ]
 
     def reset_stats(self) -> None:
         """Start the measured window now: traffic before this instant (warm-up) is forgotten."""
-        self._advance()
-        self._bytes[:] = 0.0
-        self._busy_s[:] = 0.0
-        self._window_start_s = self.env.now
+        carried, _ = self._totals()
+        self._bytes_base = carried
+        now = self.env.now
+        self._busy_acc_s = [0.0] * self._n_links
+        self._busy_since_s = [now] * self._n_links
+        self._window_start_s = now
 
     @property
     def active_flows(self) -> int:
         """Transfers still sending bytes (started, last byte not yet sent)."""
         return self._n + len(self._pending)
+
+    @property
+    def live_path_classes(self) -> int:
+        """Host pairs with at least one live flow: the size of each re-solve."""
+        return len(self._live_classes)
 
     # ----- event handling -------------------------------------------------------------------
 
@@ -162,14 +187,12 @@ class FairShareNetwork:
         self._plan_wakeup()
 
     def _advance(self) -> None:
-        """Move every live flow and the link counters forward to now at the current rates."""
+        """Move every live flow forward to now at the current rates."""
         now = self.env.now
         dt = now - self._last_s
         if dt > 0 and self._n:
             n = self._n
             self._remaining[:n] -= self._rate[:n] * dt
-            self._bytes += self._link_rate * dt
-            self._busy_s[self._link_busy] += dt
         self._last_s = now
 
     def _complete_finished(self) -> bool:
@@ -177,7 +200,10 @@ class FairShareNetwork:
         n = self._n
         if not n:
             return False
-        done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * FINISH_TOLERANCE_S)
+        # Late in a long run the clock's own resolution can exceed the tolerance; a flow within
+        # a few ulps of the end must count as finished or its wake-up would never move the clock.
+        tolerance_s = max(FINISH_TOLERANCE_S, 4 * math.ulp(self.env.now))
+        done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * tolerance_s)
         if not done.size:
             return False
         sent = []
@@ -191,62 +217,113 @@ class FairShareNetwork:
         return True
 
     def _remove(self, done: np.ndarray) -> None:
-        """Drop flows ``done`` (sorted) by moving surviving flows from the tail into the holes."""
-        n = self._n
-        m = n - done.size
-        holes = done[done < m]
-        if holes.size:
-            tail = np.setdiff1d(np.arange(m, n), done, assume_unique=True)
-            self._remaining[holes] = self._remaining[tail]
-            self._rate[holes] = self._rate[tail]
-            self._links[holes] = self._links[tail]
-            for h, t in zip(holes.tolist(), tail.tolist(), strict=True):
-                self._paths[h] = self._paths[t]
-                self._latency[h] = self._latency[t]
-                self._events[h] = self._events[t]
-                self._on_sent[h] = self._on_sent[t]
-        del self._paths[m:], self._latency[m:], self._events[m:], self._on_sent[m:]
-        self._n = m
+        """Drop flows ``done`` (sorted): each hole gets the current last flow."""
+        now = self.env.now
+        count = self._class_count
+        n_on_link = self._n_on_link
+        for i in reversed(done.tolist()):
+            cls = int(self._flow_class[i])
+            size = float(self._size[i])
+            path = self._class_paths[cls]
+            count[cls] -= 1
+            if not count[cls]:
+                del self._live_classes[cls]
+                for link in path:
+                    del self._members[link][cls]
+            for link in path:
+                n_on_link[link] -= 1
+                self._done_bytes[link] += size
+                if not n_on_link[link]:
+                    self._busy_acc_s[link] += now - self._busy_since_s[link]
+            last = self._n - 1
+            if i != last:
+                self._remaining[i] = self._remaining[last]
+                self._size[i] = self._size[last]
+                self._rate[i] = self._rate[last]
+                self._flow_class[i] = self._flow_class[last]
+                self._latency[i] = self._latency[last]
+                self._events[i] = self._events[last]
+                self._on_sent[i] = self._on_sent[last]
+            del self._latency[last], self._events[last], self._on_sent[last]
+            self._n = last
+
+    def _new_class(self, src: int, dst: int) -> int:
+        if self._core is None:
+            path: tuple[int, ...] = (2 * src, 2 * dst + 1)
+        else:
+            path = (2 * src, self._core, 2 * dst + 1)
+        cls = len(self._class_paths)
+        self._class_of[(src, dst)] = cls
+        self._class_paths.append(path)
+        self._class_count.append(0)
+        if cls >= self._class_links.shape[0]:
+            size = 2 * cls
+            self._class_links = np.resize(self._class_links, (size, self._width))
+            self._class_rate = np.resize(self._class_rate, size)
+        self._class_links[cls] = path
+        return cls
 
     def _admit_pending(self) -> None:
         pending = self._pending
         if not pending:
             return
+        now = self.env.now
         n = self._n
         need = n + len(pending)
         if need > self._remaining.shape[0]:
             size = max(need, 2 * self._remaining.shape[0])
             self._remaining = np.resize(self._remaining, size)
+            self._size = np.resize(self._size, size)
             self._rate = np.resize(self._rate, size)
-            self._links = np.resize(self._links, (size, self._width))
-        for path, _nbytes, latency_s, arrival, on_sent in pending:
-            self._paths.append(path)
+            self._flow_class = np.resize(self._flow_class, size)
+        count = self._class_count
+        n_on_link = self._n_on_link
+        for cls, _nbytes, latency_s, arrival, on_sent in pending:
+            path = self._class_paths[cls]
+            if not count[cls]:
+                self._live_classes[cls] = None
+                for link in path:
+                    self._members[link][cls] = None
+            count[cls] += 1
+            for link in path:
+                if not n_on_link[link]:
+                    self._busy_since_s[link] = now
+                n_on_link[link] += 1
             self._latency.append(latency_s)
             self._events.append(arrival)
             self._on_sent.append(on_sent)
-        self._remaining[n:need] = [p[1] for p in pending]
-        self._links[n:need] = [p[0] for p in pending]
+        sizes = [p[1] for p in pending]
+        self._remaining[n:need] = sizes
+        self._size[n:need] = sizes
+        self._flow_class[n:need] = [p[0] for p in pending]
         self._n = need
         pending.clear()
 
     def _solve(self) -> None:
-        """Max-min fair rates of the live flows and the per-link totals they imply."""
+        """Max-min fair rates of the live path classes, hence of every live flow."""
         n = self._n
         if not n:
-            self._link_rate[:] = 0.0
-            self._link_busy[:] = False
             return
-        stream = self._stream_max_Bps
-        if n < NUMPY_MIN_FLOWS:
-            bound = None if stream is None else [stream] * n
-            self._rate[:n] = solve_heap(self._cap, self._paths, bound)
+        live = self._live_classes
+        if len(live) < NUMPY_MIN_FLOWS:
+            rates = fill_heap(
+                self._cap,
+                self._members,
+                self._n_on_link,
+                self._class_paths,
+                self._class_count,
+                uniform_bound=self._stream_max_Bps,
+            )
+            idx = np.fromiter(rates.keys(), dtype=np.int_, count=len(rates))
+            self._class_rate[idx] = np.fromiter(rates.values(), dtype=np.float64, count=len(rates))
         else:
-            bound_arr = np.full(n, math.inf if stream is None else stream)
-            self._rate[:n] = solve_rounds(self._cap_ext, self._links[:n], bound_arr)
-        links = self._links[:n].ravel()
-        weights = np.repeat(self._rate[:n], self._width)
-        self._link_rate = np.bincount(links, weights=weights, minlength=self._n_links + 1)
-        self._link_busy = self._link_rate > 0
+            idx = np.fromiter(live, dtype=np.int_, count=len(live))
+            counts = np.array([self._class_count[c] for c in live], dtype=np.float64)
+            bound = np.full(idx.size, self._stream_max_Bps)
+            self._class_rate[idx] = solve_rounds(
+                self._cap_ext, self._class_links[idx], bound, counts
+            )
+        self._rate[:n] = self._class_rate[self._flow_class[:n]]
 
     def _plan_wakeup(self) -> None:
         n = self._n
@@ -256,6 +333,26 @@ class FairShareNetwork:
         to_finish = self._remaining[:n] / self._rate[:n]
         delay = max(float(to_finish.min()), 0.0)
         self._wakeup = Call(self.env, self._on_wakeup, delay)
+
+    def _totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes every link has carried and seconds it was busy, all time, up to now."""
+        self._advance()
+        now = self.env.now
+        n = self._n
+        n_classes = len(self._class_paths)
+        sent = self._size[:n] - self._remaining[:n]
+        class_sent = np.bincount(self._flow_class[:n], weights=sent, minlength=n_classes)
+        in_flight = np.bincount(
+            self._class_links[:n_classes].ravel(),
+            weights=np.repeat(class_sent, self._width),
+            minlength=self._n_links,
+        )
+        carried = np.array(self._done_bytes) + in_flight
+        busy = np.array(self._busy_acc_s)
+        for link, k in enumerate(self._n_on_link):
+            if k:
+                busy[link] += now - self._busy_since_s[link]
+        return carried, busy
 
 
 def _notify_in(env: simpy.Environment, fn: Callable[[], None] | None, delay_s: float) -> None:
