@@ -75,12 +75,14 @@ def run_server(env: NodeEnv) -> int:
         rank = po.start().rank
         log.info("server rank %d listening on %s:%d", rank, env.node_host, po.port)
         po.wait_closed()
-    except JobAborted as e:
-        log.error("%s", e)
-        return 1
+    except JobAborted:
+        pass  # po.error says why
     finally:
         po.close()
-    return 0 if po.error is None else 1
+    if po.error is not None:
+        log.error("%s", po.error)
+        return 1
+    return 0
 
 
 def run_worker(
