@@ -103,6 +103,9 @@ class Job:
             self.state.error = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
         except JobFailed as e:
             self.state.error = str(e)
+        except Exception as e:  # a launcher or profiling failure still leaves a record
+            log.exception("the job failed")
+            self.state.error = f"launcher: {type(e).__name__}: {e}"
         finally:
             self._teardown()
             if self.progress:
