@@ -16,6 +16,7 @@ import platform
 import socket
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from realrun.roles import NodeEnv, RoleError, node_env
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realrun.node", description=__doc__)
     parser.add_argument("--scenario", help="scenario YAML (workers)")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    parser.add_argument(
+        "--compute-profile",
+        help="measured ComputeProfile JSON (workers, realrun.compute: emulated)",
+    )
     args = parser.parse_args(argv)
     try:
         env = node_env()
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.scenario:
         print("realrun.node: a worker needs --scenario PATH", file=sys.stderr)
         return 2
-    return run_worker(env, args.scenario, args.set)
+    return run_worker(env, args.scenario, args.set, args.compute_profile)
 
 
 def run_scheduler(env: NodeEnv) -> int:
@@ -70,20 +75,26 @@ def run_server(env: NodeEnv) -> int:
         rank = po.start().rank
         log.info("server rank %d listening on %s:%d", rank, env.node_host, po.port)
         po.wait_closed()
-    except JobAborted as e:
-        log.error("%s", e)
-        return 1
+    except JobAborted:
+        pass  # po.error says why
     finally:
         po.close()
-    return 0 if po.error is None else 1
+    if po.error is not None:
+        log.error("%s", po.error)
+        return 1
+    return 0
 
 
-def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
+def run_worker(
+    env: NodeEnv, scenario_path: str, overrides: list[str], profile_path: str | None = None
+) -> int:
     import torch
 
     from realrun import torch_models
+    from realrun.compute_profile import ComputeProfile
     from realrun.kv_worker import KVWorker
     from realrun.postoffice import Postoffice
+    from realrun.replay import ReplayTrainer
     from realrun.tracker import JobAborted
     from realrun.training import Trainer
     from simscale.scenario import load_scenario
@@ -96,7 +107,14 @@ def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
         scenario = load_scenario(scenario_path, overrides)
         plan, bound, threshold = plan_from_scenario(scenario, rank)
         torch.set_num_threads(scenario.realrun.threads_per_worker)
-        trainer = Trainer(KVWorker(po, bound, threshold), plan, torch_models)
+        kv = KVWorker(po, bound, threshold)
+        if scenario.realrun.compute == "emulated":
+            if profile_path is None:
+                raise ValueError("realrun.compute is 'emulated' but no --compute-profile given")
+            profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
+            trainer = ReplayTrainer(kv, plan, profile, scenario.realrun.dilation)
+        else:
+            trainer = Trainer(kv, plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})
         trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
         po.finish()
@@ -121,8 +139,11 @@ def plan_from_scenario(scenario: Any, rank: int):
     kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
     if not kv.mode.startswith("dist_"):
         raise ValueError(f"kvstore.mode is {kv.mode!r}; realrun runs the dist_* modes only")
-    if rr.compute != "real":
-        raise ValueError("realrun.compute 'emulated' is not implemented by this backend yet")
+    if rr.compute == "real" and rr.dilation != 1.0:
+        raise ValueError(
+            f"realrun.dilation is {rr.dilation}, but real compute cannot be slowed "
+            "down; use realrun.compute: emulated to dilate time"
+        )
     if tr.precision != "fp32":
         raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
     if not scenario.model.name:
