@@ -116,7 +116,7 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
             Run(
                 path=str(f),
                 sha256=sha,
-                scenario=_undilated(scenario),
+                scenario=as_realrun_ran(scenario),
                 samples_per_s=record.summary.samples_per_s * dilation,
                 per_worker_samples_per_s=tuple(
                     x * dilation for x in record.summary.samples_per_s_per_worker
@@ -130,9 +130,23 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
     return RunSet(tuple(runs), tuple(skipped))
 
 
-def _undilated(s: Scenario) -> Scenario:
-    """The scenario at real speed: dilation is how realrun ran it, not what it describes."""
-    return replace(s, realrun=replace(s.realrun, dilation=1.0))
+# How realrun moves keys, which the simulator must model to be judged against it:
+# realrun/kv_server.py acknowledges a push on receipt and parks the pull until the round's
+# update; realrun/postoffice.py sends by priority (earliest layer first) with at most
+# DEFAULT_WINDOW_BYTES (16 MiB) in flight per server (tests/test_calibration.py checks it).
+REALRUN_SEND_WINDOW_MB = 16.0
+
+
+def as_realrun_ran(s: Scenario) -> Scenario:
+    """The scenario as realrun really ran it, at real speed: its send scheduling and push
+    acknowledgement, and no dilation (dilation is how it was run, not what it describes)."""
+    kv = replace(
+        s.kvstore,
+        scheduling="priority",
+        send_window_mb=REALRUN_SEND_WINDOW_MB,
+        push_ack="on_receipt",
+    )
+    return replace(s, kvstore=kv, realrun=replace(s.realrun, dilation=1.0))
 
 
 def mean_by_shape(runs: Iterable[Run]) -> dict[str, tuple[Scenario, float, float, int]]:

@@ -5,9 +5,13 @@ in sync mode the server merges pushes into a buffer and, once all W workers have
 the optimizer update and only then acknowledges every waiting push; the worker's pull of the key
 depends on its push (engine dependency), so it sends a pull request after the ack and the server
 answers it with the new weights. In async mode the server updates on every push and acknowledges
-at once. Every message costs its sender a software overhead on its one sending thread and then
-travels on the connection between the two processes (simscale.network.stream: in order, one
-message at a time), so acks queue behind pull responses already sent to the same worker.
+at once. With ``push_ack: on_receipt`` (realrun, BytePS) the server acknowledges a push as soon as
+it is merged and parks the worker's pull request until the round's update is done, which saves
+the ack's and the pull request's latencies after the update.
+
+Every message costs its sender a software overhead on its one sending thread and then travels on
+the connection between the two processes (simscale.network.stream: in order, one message at a
+time), so acks queue behind pull responses already sent to the same worker.
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ class SliceSync:
     pushed: int = 0
     first_arrival_s: float = 0.0
     last_arrival_s: float = 0.0
-    waiting: list[Callable[[], None]] = field(default_factory=list)
+    waiting: list[Callable[[], None]] = field(default_factory=list)  # deferred acks (MXNet)
+    arrivals: dict[int, float] = field(default_factory=dict)  # worker -> its push's arrival
+    updated: bool = False
+    parked: list[Callable[[], None]] = field(default_factory=list)  # pulls awaiting the update
+    served: int = 0
 
 
 class ServerGroup:
@@ -45,6 +53,7 @@ class ServerGroup:
         server_hosts: tuple[int, ...],
         num_workers: int,
         sync: bool,
+        ack_on_receipt: bool = False,
     ) -> None:
         self.env = env
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
@@ -52,6 +61,7 @@ class ServerGroup:
         self.hosts = server_hosts
         self.num_workers = num_workers
         self.sync = sync
+        self.ack_on_receipt = ack_on_receipt
         self.threads = [SerialQueue(env, f"server{s}") for s in range(len(server_hosts))]
         self.state: dict[tuple[int, int, int], SliceSync] = {}
         self.msg_s = costs.message_overhead_us * 1e-6
@@ -82,31 +92,68 @@ class ServerGroup:
         if st is None:
             st = self.state[(it, key, server)] = SliceSync(first_arrival_s=now)
         st.last_arrival_s = now
+        st.arrivals[worker] = now
         arrived = now
-        st.waiting.append(
-            lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
-        )
+        if not self.ack_on_receipt:
+            st.waiting.append(
+                lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
+            )
         done = thread.run(self.request_s + nbytes * self.merge_s_per_byte)
 
         def merged(_e: simpy.Event) -> None:
             st.pushed += 1
+            if self.ack_on_receipt:
+                self._ack(server, worker, lambda: on_ack(0.0))
             if st.pushed == self.num_workers:
-                del self.state[(it, key, server)]
-                # The update, then one ack per worker, all on the handler thread.
+                if not self.ack_on_receipt:
+                    del self.state[(it, key, server)]
+                # The update, then the acks (MXNet) or the parked pulls, on the handler thread.
                 upd = thread.run(nbytes * self.update_s_per_byte)
-                upd.callbacks.append(lambda _e: [send() for send in st.waiting])
+                upd.callbacks.append(lambda _e: self._updated(st))
 
         done.callbacks.append(merged)
+
+    @staticmethod
+    def _updated(st: SliceSync) -> None:
+        st.updated = True
+        for release in st.waiting + st.parked:
+            release()
+        st.parked.clear()
 
     def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         stream = self.to_worker(server, worker)
         self.threads[server].run(self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
 
     def pull(
-        self, server: int, nbytes: float, worker: int, key: int, on_data: Callable[[], None]
+        self,
+        it: int,
+        key: int,
+        server: int,
+        nbytes: float,
+        worker: int,
+        on_data: Callable[[float], None],
     ) -> None:
-        """A pull request from ``worker`` has arrived; answer it with ``nbytes`` of weights."""
+        """A pull request from ``worker`` has arrived; answer it with ``nbytes`` of weights.
+        ``on_data(wait_for_others_s)`` is called when the weights have reached the worker."""
         stream = self.to_worker(server, worker)
-        self.threads[server].run(self.request_s + self.msg_s).callbacks.append(
-            lambda _e: stream.send(nbytes + HEADER_BYTES, on_data, key)
-        )
+
+        def respond(waited: float) -> None:
+            self.threads[server].run(self.request_s + self.msg_s).callbacks.append(
+                lambda _e: stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
+            )
+
+        if not (self.sync and self.ack_on_receipt):
+            respond(0.0)
+            return
+        st = self.state[(it, key, server)]
+
+        def serve() -> None:
+            st.served += 1
+            if st.served == self.num_workers:
+                del self.state[(it, key, server)]
+            respond(max(0.0, st.last_arrival_s - st.arrivals[worker]))
+
+        if st.updated:
+            serve()
+        else:
+            st.parked.append(serve)

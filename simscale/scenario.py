@@ -214,6 +214,12 @@ class KVStoreConfig:
     # How a worker's and a server's messages leave: "fifo" as MXNet over ps-lite (in order, per
     # connection), or "priority" as P3/ByteScheduler (control first, then earliest layer).
     scheduling: Literal["fifo", "priority"] = "fifo"
+    # With "priority": data bytes a connection may have in flight before later messages wait in
+    # the application queue (0: one message at a time, P3's credit; realrun uses 16).
+    send_window_mb: float = field(default=0.0, metadata=non_negative("MB"))
+    # When a server acknowledges a push: "after_update" as MXNet (the worker's pull request
+    # follows the ack), or "on_receipt" as realrun and BytePS (the pull waits at the server).
+    push_ack: Literal["after_update", "on_receipt"] = "after_update"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 

@@ -91,6 +91,7 @@ class Simulation:
                 lay.server_hosts,
                 lay.num_workers,
                 sync=mode in ("dist_sync", "dist_sync_device"),
+                ack_on_receipt=s.kvstore.push_ack == "on_receipt",
             )
             self.slices = [
                 [
@@ -205,7 +206,8 @@ class Simulation:
             parts = slices[key]
             state = {"left": len(parts), "others": 0.0}
 
-            def slice_back() -> None:
+            def slice_back(waited: float) -> None:
+                state["others"] = max(state["others"], waited)
                 state["left"] -= 1
                 if state["left"] == 0:
                     copies.queue.run(copies.broadcast_s(key_bytes[key])).callbacks.append(
@@ -221,7 +223,7 @@ class Simulation:
                     state["others"] = max(state["others"], waited)
                     van.run(msg_s).callbacks.append(
                         lambda _e: stream.send(
-                            0, lambda: servers.pull(server, nbytes, rank, key, slice_back)
+                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back)
                         )
                     )
 
@@ -252,6 +254,7 @@ class Simulation:
             dst_host,
             latency,
             priority=self.scenario.kvstore.scheduling == "priority",
+            window_bytes=self.scenario.kvstore.send_window_mb * 2**20,
         )
 
     def _worker_stream(self, worker: int, server: int) -> Stream:

@@ -225,3 +225,13 @@ def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"bad\.yaml: costs\.bandwidth_factor: got 2\.5"):
         load_profile(p)
     assert load_scenario(ROOT / "scenarios/64gpu.yaml").num_gpus == 64
+
+
+def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
+    """Runs are simulated with realrun's send window and push acknowledgement."""
+    from calibration.runs import REALRUN_SEND_WINDOW_MB, as_realrun_ran
+    from realrun.postoffice import DEFAULT_WINDOW_BYTES
+
+    assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES
+    s = as_realrun_ran(SHAPES[0])
+    assert (s.kvstore.scheduling, s.kvstore.push_ack) == ("priority", "on_receipt")

@@ -11,15 +11,19 @@ stream they leave at once and arrive one path latency later.
 
 Two disciplines: ``fifo`` is MXNet over ps-lite (every message handed to the socket at once,
 strictly in order). ``priority`` is the application-level scheduler of P3 / ByteScheduler /
-BytePS: messages wait in a priority queue and only one at a time is handed to the socket, so a
-control message goes next, then the lowest priority number (the earliest layer) — which is what
-lets a pull overtake pushes still waiting and the two directions of a NIC work at once.
+BytePS / realrun: messages wait in a priority queue (control messages first, then the lowest
+rank, i.e. the earliest layer) and are handed to the socket only while the data bytes in it
+that have not yet left stay within ``window_bytes`` (0: one message at a time, as P3's credit
+of one; realrun allows 16 MiB). That is what lets a pull overtake pushes still waiting, so the
+two directions of a NIC work at once.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
+from collections import deque
 from collections.abc import Callable
 
 import simpy
@@ -34,7 +38,20 @@ CONTROL_MESSAGE_BYTES = 256
 class Stream:
     """A connection from ``src`` to ``dst`` over ``net`` (``priority`` picks the discipline)."""
 
-    __slots__ = ("_busy", "_queue", "_seq", "dst", "env", "latency_s", "net", "priority", "src")
+    __slots__ = (
+        "_busy",
+        "_in_flight",
+        "_queue",
+        "_seq",
+        "_socket",
+        "dst",
+        "env",
+        "latency_s",
+        "net",
+        "priority",
+        "src",
+        "window_bytes",
+    )
 
     def __init__(
         self,
@@ -44,6 +61,7 @@ class Stream:
         dst: int,
         latency_s: float,
         priority: bool = False,
+        window_bytes: float = 0.0,
     ) -> None:
         self.env = env
         self.net = net
@@ -51,8 +69,11 @@ class Stream:
         self.dst = dst
         self.latency_s = latency_s  # one-way latency of a control message on this connection
         self.priority = priority
-        self._queue: list[tuple[float, int, float, Callable[[], None]]] = []
+        self.window_bytes = window_bytes if priority else math.inf
+        self._queue: list[tuple[float, int, float, Callable[[], None]]] = []  # application
+        self._socket: deque[tuple[float, Callable[[], None]]] = deque()  # handed over, in order
         self._seq = itertools.count()
+        self._in_flight = 0.0  # data bytes handed to the socket whose last byte has not left
         self._busy = False
 
     def send(self, nbytes: float, on_arrival: Callable[[], None], rank: float = 0.0) -> None:
@@ -60,20 +81,38 @@ class Stream:
         ``priority``, a lower ``rank`` leaves first and control messages leave before data."""
         order = (-1.0 if nbytes <= CONTROL_MESSAGE_BYTES else rank) if self.priority else 0.0
         heapq.heappush(self._queue, (order, next(self._seq), nbytes, on_arrival))
+        self._admit()
+
+    def _admit(self) -> None:
+        """Hand queued messages to the socket while the window allows."""
+        queue = self._queue
+        while queue:
+            nbytes = queue[0][2]
+            data = nbytes > CONTROL_MESSAGE_BYTES
+            if data and self._in_flight > 0 and self._in_flight + nbytes > self.window_bytes:
+                break
+            _, _, nbytes, on_arrival = heapq.heappop(queue)
+            if data:
+                self._in_flight += nbytes
+            self._socket.append((nbytes, on_arrival))
         if not self._busy:
             self._drain()
 
     def _drain(self) -> None:
-        while self._queue and not self._busy:
-            _, _, nbytes, on_arrival = heapq.heappop(self._queue)
+        while self._socket and not self._busy:
+            nbytes, on_arrival = self._socket.popleft()
             if nbytes <= CONTROL_MESSAGE_BYTES:
                 self.env.timeout(self.latency_s).callbacks.append(lambda _e, f=on_arrival: f())
             else:
                 self._busy = True
-                self.net.transfer(self.src, self.dst, nbytes, on_sent=self._sent).callbacks.append(
-                    lambda _e, f=on_arrival: f()
-                )
+                self.net.transfer(
+                    self.src, self.dst, nbytes, on_sent=lambda n=nbytes: self._sent(n)
+                ).callbacks.append(lambda _e, f=on_arrival: f())
 
-    def _sent(self) -> None:
+    def _sent(self, nbytes: float) -> None:
         self._busy = False
-        self._drain()
+        self._in_flight -= nbytes
+        if self._queue:
+            self._admit()
+        else:
+            self._drain()
