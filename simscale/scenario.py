@@ -55,6 +55,20 @@ def _known_at(path: str, name: str, choices: Sequence[str], what: str) -> None:
         raise ConfigError(path, e.problem) from None
 
 
+def _network_and_cpu(
+    preset: hardware.InstanceSpec | None,
+    nic_gbps: float | None,
+    latency_us: float | None,
+    cpu_cores: int | None,
+) -> tuple[float, float, int]:
+    """(NIC Gbit/s, one-way latency us, CPU cores): explicit values, else the preset's (cores:
+    half the vCPUs, i.e. physical cores), else the defaults."""
+    nic = nic_gbps if nic_gbps is not None else preset.nic_gbps  # type: ignore[union-attr]
+    lat = latency_us if latency_us is not None else hardware.DEFAULT_LATENCY_US
+    cores = cpu_cores if cpu_cores is not None else (preset.vcpus // 2 if preset else 8)
+    return nic, lat, cores
+
+
 @dataclass(frozen=True)
 class HostGroup:
     """``count`` identical worker hosts: an instance preset, or GPUs and NIC given explicitly
@@ -90,10 +104,11 @@ class HostGroup:
         p = hardware.INSTANCES.get(self.instance) if self.instance else None
         gpus = self.gpus_per_host if self.gpus_per_host is not None else p.gpus  # type: ignore[union-attr]
         gpu = self.gpu if self.gpu is not None else p.gpu  # type: ignore[union-attr]
-        nic = self.nic_gbps if self.nic_gbps is not None else p.nic_gbps  # type: ignore[union-attr]
-        lat = self.latency_us if self.latency_us is not None else hardware.DEFAULT_LATENCY_US
-        cores = self.cpu_cores if self.cpu_cores is not None else (p.vcpus // 2 if p else 8)
-        return gpus, str(gpu), nic, lat, cores
+        return (
+            gpus,
+            str(gpu),
+            *_network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,10 +130,7 @@ class ServerHostGroup:
     def resolved(self) -> tuple[float, float, int]:
         """(nic Gbit/s, one-way latency us, cpu cores) after applying the preset."""
         p = hardware.INSTANCES.get(self.instance) if self.instance else None
-        nic = self.nic_gbps if self.nic_gbps is not None else p.nic_gbps  # type: ignore[union-attr]
-        lat = self.latency_us if self.latency_us is not None else hardware.DEFAULT_LATENCY_US
-        cores = self.cpu_cores if self.cpu_cores is not None else (p.vcpus // 2 if p else 8)
-        return nic, lat, cores
+        return _network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores)
 
 
 @dataclass(frozen=True)

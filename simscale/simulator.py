@@ -120,8 +120,7 @@ class Simulation:
         self.workers: list[Worker] = []
         self.copies: list[HostCopies] = []
         self.vans: list[SerialQueue] = []
-        self._w2s: dict[tuple[int, int], Stream] = {}
-        self._s2w: dict[tuple[int, int], Stream] = {}
+        self._connections: dict[tuple[str, int, int], Stream] = {}
         self.boundaries: list[float] = []
         self.boundary_events = [env.event() for _ in range(n_iter)]
         self._started = [0] * n_iter
@@ -259,19 +258,20 @@ class Simulation:
 
     def _worker_stream(self, worker: int, server: int) -> Stream:
         """The connection from worker ``worker`` to server ``server`` (one per pair, ps-lite)."""
-        key = (worker, server)
-        if key not in self._w2s:
-            lay = self.layout
-            self._w2s[key] = self._stream(lay.worker_hosts[worker], lay.server_hosts[server])
-        return self._w2s[key]
+        return self._connection("w2s", worker, server)
 
     def _server_stream(self, server: int, worker: int) -> Stream:
         """The connection from server ``server`` back to worker ``worker``."""
-        key = (server, worker)
-        if key not in self._s2w:
-            lay = self.layout
-            self._s2w[key] = self._stream(lay.server_hosts[server], lay.worker_hosts[worker])
-        return self._s2w[key]
+        return self._connection("s2w", worker, server)
+
+    def _connection(self, direction: str, worker: int, server: int) -> Stream:
+        key = (direction, worker, server)
+        if key not in self._connections:
+            w, sv = self.layout.worker_hosts[worker], self.layout.server_hosts[server]
+            self._connections[key] = (
+                self._stream(w, sv) if direction == "w2s" else self._stream(sv, w)
+            )
+        return self._connections[key]
 
     def _on_start(self, it: int) -> None:
         self._started[it] += 1
