@@ -110,18 +110,17 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
             skipped.append((str(f), why))
             continue
         assert record.summary is not None
-        dilation = scenario.realrun.dilation
         sha = hashlib.sha256(f.read_bytes()).hexdigest()
+        # The summary is in the scenario's own time: realrun divides every duration by the
+        # dilation it ran under (realrun/record.py, Summary.time_dilation).
         runs.append(
             Run(
                 path=str(f),
                 sha256=sha,
-                scenario=as_realrun_ran(scenario),
-                samples_per_s=record.summary.samples_per_s * dilation,
-                per_worker_samples_per_s=tuple(
-                    x * dilation for x in record.summary.samples_per_s_per_worker
-                ),
-                dilation=dilation,
+                scenario=as_realrun_ran(scenario, _machine_cores(record)),
+                samples_per_s=record.summary.samples_per_s,
+                per_worker_samples_per_s=tuple(record.summary.samples_per_s_per_worker),
+                dilation=getattr(record.summary, "time_dilation", scenario.realrun.dilation),
             )
         )
     if not runs:
@@ -131,22 +130,32 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
 
 
 # How realrun moves keys, which the simulator must model to be judged against it:
-# realrun/kv_server.py acknowledges a push on receipt and parks the pull until the round's
-# update; realrun/postoffice.py sends by priority (earliest layer first) with at most
-# DEFAULT_WINDOW_BYTES (16 MiB) in flight per server (tests/test_calibration.py checks it).
+# realrun/kv_worker.py's pushpull queues the pull request right behind its push and
+# realrun/kv_server.py parks it until the round's update; realrun/postoffice.py sends by
+# priority (earliest layer first) with at most DEFAULT_WINDOW_BYTES (16 MiB) in flight per
+# server (tests/test_calibration.py checks it).
 REALRUN_SEND_WINDOW_MB = 16.0
 
 
-def as_realrun_ran(s: Scenario) -> Scenario:
-    """The scenario as realrun really ran it, at real speed: its send scheduling and push
-    acknowledgement, and no dilation (dilation is how it was run, not what it describes)."""
+def _machine_cores(record: RunRecord) -> int | None:
+    """Cores of the one machine every process of the run shared, when the record says."""
+    load = record.environment.get("machine_load")
+    cores = load.get("cores") if isinstance(load, dict) else record.environment.get("cpu_count")
+    return int(cores) if isinstance(cores, int | float) and cores >= 1 else None
+
+
+def as_realrun_ran(s: Scenario, machine_cores: int | None = None) -> Scenario:
+    """The scenario as realrun really ran it, at real speed: its send scheduling and pull
+    requests, every process on the cores of one machine (an emulated or local cluster), and no
+    dilation (dilation is how it was run, not what it describes)."""
     kv = replace(
         s.kvstore,
         scheduling="priority",
         send_window_mb=REALRUN_SEND_WINDOW_MB,
-        push_ack="on_receipt",
+        pull_request="with_push",
     )
-    return replace(s, kvstore=kv, realrun=replace(s.realrun, dilation=1.0))
+    cluster = replace(s.cluster, shared_cpu_cores=machine_cores)
+    return replace(s, cluster=cluster, kvstore=kv, realrun=replace(s.realrun, dilation=1.0))
 
 
 def mean_by_shape(runs: Iterable[Run]) -> dict[str, tuple[Scenario, float, float, int]]:

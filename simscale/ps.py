@@ -5,9 +5,9 @@ in sync mode the server merges pushes into a buffer and, once all W workers have
 the optimizer update and only then acknowledges every waiting push; the worker's pull of the key
 depends on its push (engine dependency), so it sends a pull request after the ack and the server
 answers it with the new weights. In async mode the server updates on every push and acknowledges
-at once. With ``push_ack: on_receipt`` (realrun, BytePS) the server acknowledges a push as soon as
-it is merged and parks the worker's pull request until the round's update is done, which saves
-the ack's and the pull request's latencies after the update.
+at once. With ``pull_request: with_push`` (realrun's pushpull, BytePS) the pull request follows
+the push on the same connection at once and the server parks it until the round's update is
+done, which takes the ack's and the pull request's trips off the critical path.
 
 Every message costs its sender a software overhead on its one sending thread and then travels on
 the connection between the two processes (simscale.network.stream: in order, one message at a
@@ -23,7 +23,7 @@ import simpy
 
 from simscale.costs import CostModel
 from simscale.network.stream import Stream
-from simscale.serial import SerialQueue
+from simscale.serial import CorePool, SerialQueue
 
 HEADER_BYTES = 64  # ps-lite meta header of a data message, order of magnitude
 
@@ -53,7 +53,8 @@ class ServerGroup:
         server_hosts: tuple[int, ...],
         num_workers: int,
         sync: bool,
-        ack_on_receipt: bool = False,
+        pull_with_push: bool = False,
+        cores: CorePool | None = None,
     ) -> None:
         self.env = env
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
@@ -61,8 +62,8 @@ class ServerGroup:
         self.hosts = server_hosts
         self.num_workers = num_workers
         self.sync = sync
-        self.ack_on_receipt = ack_on_receipt
-        self.threads = [SerialQueue(env, f"server{s}") for s in range(len(server_hosts))]
+        self.pull_with_push = pull_with_push
+        self.threads = [SerialQueue(env, f"server{s}", cores) for s in range(len(server_hosts))]
         self.state: dict[tuple[int, int, int], SliceSync] = {}
         self.msg_s = costs.message_overhead_us * 1e-6
         self.request_s = costs.server_request_us * 1e-6
@@ -94,7 +95,7 @@ class ServerGroup:
         st.last_arrival_s = now
         st.arrivals[worker] = now
         arrived = now
-        if not self.ack_on_receipt:
+        if not self.pull_with_push:
             st.waiting.append(
                 lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
             )
@@ -102,10 +103,11 @@ class ServerGroup:
 
         def merged(_e: simpy.Event) -> None:
             st.pushed += 1
-            if self.ack_on_receipt:
-                self._ack(server, worker, lambda: on_ack(0.0))
+            if self.pull_with_push:
+                # The push is acknowledged on receipt; nothing waits on that ack.
+                thread.run(self.msg_s)
             if st.pushed == self.num_workers:
-                if not self.ack_on_receipt:
+                if not self.pull_with_push:
                     del self.state[(it, key, server)]
                 # The update, then the acks (MXNet) or the parked pulls, on the handler thread.
                 upd = thread.run(nbytes * self.update_s_per_byte)
@@ -142,16 +144,18 @@ class ServerGroup:
                 lambda _e: stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
             )
 
-        if not (self.sync and self.ack_on_receipt):
+        if not (self.sync and self.pull_with_push):
             respond(0.0)
             return
-        st = self.state[(it, key, server)]
+        st = self.state.get((it, key, server))
+        if st is None:  # the request overtook its push: the round has not started here yet
+            st = self.state[(it, key, server)] = SliceSync(first_arrival_s=self.env.now)
 
         def serve() -> None:
             st.served += 1
             if st.served == self.num_workers:
                 del self.state[(it, key, server)]
-            respond(max(0.0, st.last_arrival_s - st.arrivals[worker]))
+            respond(max(0.0, st.last_arrival_s - st.arrivals.get(worker, st.last_arrival_s)))
 
         if st.updated:
             serve()

@@ -141,6 +141,9 @@ class ClusterConfig:
     server_hosts: ServerHostGroup | None = None
     # Ratio of the hosts' total NIC bandwidth to the core's capacity; 1 = non-blocking.
     core_oversubscription: float = field(default=1.0, metadata=at_least(1.0))
+    # All processes of all hosts share this many CPU cores (an emulated cluster on one
+    # machine); unset, every process has CPU of its own.
+    shared_cpu_cores: int | None = field(default=None, metadata=at_least(1))
 
     def validate(self) -> None:
         if not self.hosts:
@@ -229,9 +232,10 @@ class KVStoreConfig:
     # With "priority": data bytes a connection may have in flight before later messages wait in
     # the application queue (0: one message at a time, P3's credit; realrun uses 16).
     send_window_mb: float = field(default=0.0, metadata=non_negative("MB"))
-    # When a server acknowledges a push: "after_update" as MXNet (the worker's pull request
-    # follows the ack), or "on_receipt" as realrun and BytePS (the pull waits at the server).
-    push_ack: Literal["after_update", "on_receipt"] = "after_update"
+    # When a worker asks for a key's new weights: "after_ack" as MXNet (the pull depends on the
+    # push, whose ack the server sends after the update), or "with_push" as realrun's pushpull
+    # and BytePS (the request follows the push at once and waits at the server).
+    pull_request: Literal["after_ack", "with_push"] = "after_ack"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 

@@ -11,14 +11,33 @@ from __future__ import annotations
 import simpy
 
 
+class CorePool:
+    """CPU cores shared by many threads (an emulated cluster on one machine): a thread's work
+    also waits for a free core. Cores are handed out in request order, without pre-emption —
+    a coarse stand-in for the OS scheduler that gets the total CPU demand right."""
+
+    __slots__ = ("free_at",)
+
+    def __init__(self, cores: int) -> None:
+        self.free_at = [0.0] * cores
+
+    def reserve(self, earliest_s: float, cost_s: float) -> float:
+        """Start time of ``cost_s`` of work that may start at ``earliest_s``."""
+        i = min(range(len(self.free_at)), key=self.free_at.__getitem__)
+        start = max(earliest_s, self.free_at[i])
+        self.free_at[i] = start + cost_s
+        return start
+
+
 class SerialQueue:
     """One thread serving work in FIFO order; keeps its busy time for utilisation."""
 
-    __slots__ = ("busy_s", "env", "free_at", "name")
+    __slots__ = ("busy_s", "cores", "env", "free_at", "name")
 
-    def __init__(self, env: simpy.Environment, name: str) -> None:
+    def __init__(self, env: simpy.Environment, name: str, cores: CorePool | None = None) -> None:
         self.env = env
         self.name = name
+        self.cores = cores  # None: the thread has a core of its own
         self.free_at = 0.0
         self.busy_s = 0.0
 
@@ -26,6 +45,8 @@ class SerialQueue:
         """Queue ``cost_s`` seconds of work; the event fires when it is done."""
         now = self.env.now
         start = self.free_at if self.free_at > now else now
+        if self.cores is not None and cost_s > 0:
+            start = self.cores.reserve(start, cost_s)
         self.free_at = start + cost_s
         self.busy_s += cost_s
         return self.env.timeout(self.free_at - now)

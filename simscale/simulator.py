@@ -23,7 +23,7 @@ from simscale.network.stream import Stream
 from simscale.ps import HEADER_BYTES, ServerGroup
 from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
-from simscale.serial import SerialQueue
+from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import assign_key
 from simscale.worker import HostCopies, Span, Worker
 from simscale.zoo import BYTES_PER_ELEMENT
@@ -63,6 +63,8 @@ class Simulation:
 
     def _build(self) -> None:
         s, costs, env, lay = self.scenario, self.costs, self.env, self.layout
+        shared = s.cluster.shared_cpu_cores
+        self.cores = CorePool(shared) if shared is not None else None
         self.topology = lay.topology(s.cluster.core_oversubscription)
         self.net = make_network(
             s.simulation.network_model,
@@ -91,7 +93,8 @@ class Simulation:
                 lay.server_hosts,
                 lay.num_workers,
                 sync=mode in ("dist_sync", "dist_sync_device"),
-                ack_on_receipt=s.kvstore.push_ack == "on_receipt",
+                pull_with_push=s.kvstore.pull_request == "with_push",
+                cores=self.cores,
             )
             self.slices = [
                 [
@@ -140,6 +143,7 @@ class Simulation:
                 host_link_Bps=gpu.host_link_gbytes_per_s * 1e9,
                 peer_link_Bps=gpu.peer_link_gbytes_per_s * 1e9,
                 merge_s_per_byte=costs.server_merge_ns_per_byte * 1e-9,
+                cores=self.cores,
             )
             worker = Worker(
                 env,
@@ -155,7 +159,18 @@ class Simulation:
             )
             self.workers.append(worker)
             self.copies.append(copies)
-            env.process(worker.run(n_iter))
+            env.process(worker.run(n_iter, self._start_delay_s(rank, times.iteration_s, host)))
+
+    def _start_delay_s(self, rank: int, compute_s: float, host: cluster.Host) -> float:
+        """Async workers start out of phase, spread over one rough iteration (compute plus
+        pushing and pulling the model at line rate). Real async workers drift apart at once
+        (any noise does it, and nothing pulls them back into step); a symmetric, deterministic
+        simulation would otherwise keep them in lock-step, all pushing, then all pulling,
+        leaving each NIC direction idle half the time. Sync workers all start together."""
+        if self.scenario.kvstore.mode not in ("dist_async", "dist_async_device"):
+            return 0.0
+        rough_s = compute_s + 2 * sum(self.key_bytes) / host.nic_Bps
+        return rough_s * rank / len(self.layout.worker_hosts)
 
     def _jitter(self, rng: np.random.Generator, gpus: int, n_iter: int) -> np.ndarray:
         sigma = self.scenario.simulation.compute_jitter
@@ -194,10 +209,11 @@ class Simulation:
             return local
 
         servers = self.servers
-        van = SerialQueue(env, f"worker{rank}.van")  # the worker's send thread
+        van = SerialQueue(env, f"worker{rank}.van", self.cores)  # the worker's send thread
         self.vans.append(van)
         msg_s = costs.message_overhead_us * 1e-6
         compress = self.scenario.kvstore.gradient_compression.type == "2bit"
+        pull_with_push = self.scenario.kvstore.pull_request == "with_push"
         slices = self.slices
         to_server = self._worker_stream
 
@@ -217,20 +233,27 @@ class Simulation:
                 stream = to_server(rank, server)
                 wire = (nbytes * TWO_BIT_RATIO if compress else nbytes) + HEADER_BYTES
 
-                def acked(waited: float) -> None:
-                    # MXNet's pull of a key depends on its push: the request follows the ack.
-                    state["others"] = max(state["others"], waited)
+                def request_pull(_e: object = None) -> None:
                     van.run(msg_s).callbacks.append(
                         lambda _e: stream.send(
-                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back)
+                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
                         )
                     )
 
-                van.run(msg_s).callbacks.append(
+                def acked(waited: float) -> None:
+                    # MXNet's pull of a key depends on its push: the request follows the ack.
+                    state["others"] = max(state["others"], waited)
+                    if not pull_with_push:
+                        request_pull()
+
+                sent = van.run(msg_s)
+                sent.callbacks.append(
                     lambda _e: stream.send(
                         wire, lambda: servers.push(it, key, server, nbytes, rank, acked), key
                     )
                 )
+                if pull_with_push:  # realrun's pushpull: the request right behind the push
+                    sent.callbacks.append(request_pull)
 
             def push_all(_e: object) -> None:
                 for server, nbytes in parts:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from simscale.serial import SerialQueue
+from simscale.serial import CorePool, SerialQueue
 
 
 @dataclass
@@ -93,9 +93,11 @@ class Worker:
         self.stats = WorkerStats()
         self.on_start = on_start  # told when this worker starts each iteration
 
-    def run(self, iterations: int) -> simpy.events.ProcessGenerator:
+    def run(self, iterations: int, start_delay_s: float = 0.0) -> simpy.events.ProcessGenerator:
         env = self.env
         track = f"worker{self.rank}"
+        if start_delay_s > 0:
+            yield env.timeout(start_delay_s)
         for it in range(iterations):
             self.stats.starts_s.append(env.now)
             self.on_start(it)
@@ -164,8 +166,9 @@ class HostCopies:
         host_link_Bps: float,
         peer_link_Bps: float,
         merge_s_per_byte: float,
+        cores: CorePool | None = None,
     ) -> None:
-        self.queue = SerialQueue(env, f"worker{rank}.copies")
+        self.queue = SerialQueue(env, f"worker{rank}.copies", cores)
         self.gpus = gpus
         self.on_cpu = on_cpu
         self.device_mode = device_mode

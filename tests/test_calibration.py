@@ -234,4 +234,4 @@ def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
 
     assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES
     s = as_realrun_ran(SHAPES[0])
-    assert (s.kvstore.scheduling, s.kvstore.push_ack) == ("priority", "on_receipt")
+    assert (s.kvstore.scheduling, s.kvstore.pull_request) == ("priority", "with_push")

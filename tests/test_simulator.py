@@ -264,11 +264,11 @@ def test_measurement_stops_once_stable() -> None:
     assert r.stable and r.iterations_measured == 3
 
 
-def test_ack_on_receipt_hides_the_ack_and_pull_request_behind_the_update() -> None:
-    """One worker, one server, one 1 MB key, a 10 ms update, 1 ms per NIC (2 ms one way).
-    MXNet (after_update): push, update, ack, pull request, data: the ack and the request each
-    cost a one-way trip after the update. realrun/BytePS (on_receipt): the ack and the request
-    travel during the update and the parked pull is answered at once: 2 x 2 ms = 4 ms less."""
+def test_pull_with_push_takes_the_ack_and_request_trips_off_the_critical_path() -> None:
+    """One worker, one server, one 1 MB key (0.8 ms at 10 Gbit/s), a 10 ms update, 1 ms per
+    NIC (2 ms one way). MXNet (after_ack): push arrives at 2.8 ms, update to 12.8, ack at 14.8,
+    pull request at 16.8, weights at 19.6. realrun's pushpull (with_push): the request arrives
+    right behind the push, waits out the update, weights at 15.6: 4 ms less."""
     costs = CostModel(
         bandwidth_factor=1.0,
         message_overhead_us=0.0,
@@ -277,10 +277,30 @@ def test_ack_on_receipt_hides_the_ack_and_pull_request_behind_the_update() -> No
         server_request_us=0.0,
     )
 
-    def iteration_s(push_ack: str) -> float:
-        d = comm_bound(1, 1, keys=1, elements=250_000, kvstore__push_ack=push_ack).to_dict()
+    def iteration_s(pull_request: str) -> float:
+        d = comm_bound(1, 1, keys=1, elements=250_000, kvstore__pull_request=pull_request)
+        d = d.to_dict()
         d["cluster"]["hosts"][0]["latency_us"] = 1000
         d["cluster"]["server_hosts"]["latency_us"] = 1000
         return simulate(scenario_from_dict(d), costs).iteration_time_s
 
-    assert iteration_s("after_update") - iteration_s("on_receipt") == pytest.approx(0.004, rel=0.01)
+    assert iteration_s("after_ack") - iteration_s("with_push") == pytest.approx(0.004, rel=0.01)
+
+
+def test_hosts_sharing_two_cores_are_slowed_by_their_combined_cpu_work() -> None:
+    """Server CPU work that runs in parallel on separate hosts queues for the cores when all
+    hosts share two (an emulated cluster on one machine): 4 servers whose updates each take
+    10 ms per iteration need at least 4 x 10 / 2 = 20 ms of a 2-core machine."""
+    costs = CostModel(
+        bandwidth_factor=1.0,
+        message_overhead_us=0.0,
+        server_merge_ns_per_byte=0.0,
+        server_update_ns_per_byte=10.0,  # 1 MB per server per iteration -> 10 ms
+        server_request_us=0.0,
+    )
+    d = comm_bound(1, 4, keys=4, elements=250_000, nic_gbps=1000.0).to_dict()
+    own = simulate(scenario_from_dict(d), costs).iteration_time_s
+    d["cluster"]["shared_cpu_cores"] = 2
+    shared = simulate(scenario_from_dict(d), costs).iteration_time_s
+    assert own == pytest.approx(0.010, rel=0.1)  # the 4 updates run in parallel
+    assert shared == pytest.approx(0.020, rel=0.1)  # two at a time
