@@ -65,6 +65,7 @@ class FifoNetwork:
         self._window_start_s = env.now
         # Busy connections -> the messages behind the one now leaving.
         self._waiting: dict[Hashable, deque[tuple[int, int, float, Arrival, _OnSent]]] = {}
+        self._route: dict[Hashable, tuple[int, int]] = {}  # of each busy connection
 
     def transfer(
         self,
@@ -82,8 +83,16 @@ class FifoNetwork:
         if connection is None:
             self._start(src, dst, nbytes, arrival, on_sent)
         elif connection in self._waiting:
-            self._waiting[connection].append((src, dst, nbytes, arrival, on_sent))
+            waiting = self._waiting[connection]
+            busy_src, busy_dst = self._route[connection]
+            if (busy_src, busy_dst) != (src, dst):
+                raise ValueError(
+                    f"connection {connection!r} is busy from host {busy_src} to host "
+                    f"{busy_dst}; it cannot also carry {src} -> {dst}"
+                )
+            waiting.append((src, dst, nbytes, arrival, on_sent))
         else:
+            self._route[connection] = (src, dst)
             self._waiting[connection] = deque()
             self._start(src, dst, nbytes, arrival, self._then_next(connection, on_sent))
         return arrival
@@ -96,7 +105,7 @@ class FifoNetwork:
                 on_sent()
             waiting = self._waiting[connection]
             if not waiting:
-                del self._waiting[connection]
+                del self._waiting[connection], self._route[connection]
                 return
             src, dst, nbytes, arrival, then = waiting.popleft()
             self._start(src, dst, nbytes, arrival, self._then_next(connection, then))
