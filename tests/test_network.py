@@ -567,3 +567,81 @@ def test_connections_change_no_timing_against_one_transfer_per_message(raw, kind
     for name in old:
         assert new[name] == pytest.approx(old[name], rel=1e-9, abs=1e-12), name
     assert new_bytes == pytest.approx(old_bytes, rel=1e-9)
+
+
+# ----- re-solving by replaying the unchanged start of the previous solve ---------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 29), st.booleans()), min_size=1, max_size=3),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([None, 3.0]),
+    st.sampled_from([math.inf, 0.3 * B]),
+    st.integers(0, 2**32 - 1),
+)
+def test_refill_gives_exactly_the_rates_of_a_solve_from_scratch(steps, oversub, bound, seed):
+    """Random changes of the flow counts of path classes among 6 hosts of unequal NICs (a
+    batch of 1-3 per step): after every step the rates RefillSolver recomputed, over the rates
+    it kept from earlier solves, equal fill_heap's from scratch bit for bit."""
+    from simscale.network.fairshare import fill_heap
+    from simscale.network.refill import RefillSolver
+
+    rng = np.random.default_rng(seed)
+    nics = [Nic(float(e), float(i), 0.0) for e, i in rng.choice([0.5, 1.0, 2.0], (6, 2)) * B]
+    topo = Topology(tuple(nics), oversub)
+    cap = topo.link_capacities_Bps()
+    paths = [topo.path(s, d) for s in range(6) for d in range(6) if s != d]
+    count = [0] * len(paths)
+    members = [{} for _ in cap]
+    n_on_link = [0] * len(cap)
+    solver = RefillSolver(cap)
+    kept = {}
+    for batch in steps:
+        changed = set()
+        for cls, grow in batch:
+            delta = 1 if grow or not count[cls] else -1
+            count[cls] += delta
+            for link in paths[cls]:
+                n_on_link[link] += delta
+                if count[cls]:
+                    members[link][cls] = None
+                else:
+                    del members[link][cls]
+            changed.update(paths[cls])
+        kept.update(solver.solve(members, n_on_link, paths, count, changed, bound))
+        fresh = fill_heap(cap, members, n_on_link, paths, count, uniform_bound=bound)
+        assert {cls: kept[cls] for cls in fresh} == fresh
+
+
+def test_refill_replays_the_rounds_a_change_cannot_reach():
+    """Host 0's egress at 0.5 GB/s carries 0->1 and 0->2 (0.25 GB/s each, round 1); 3->4 alone
+    fills its 1 GB/s link later (round 2). Adding a flow 5->4 touches host 4's ingress only:
+    round 1 replays, and only the classes on host 4's ingress are recomputed (0.5 each)."""
+    from simscale.network.refill import RefillSolver
+
+    nics = [Nic(0.5 * B, B, 0.0)] + [Nic(B, B, 0.0)] * 5
+    topo = Topology(tuple(nics), None)
+    cap = topo.link_capacities_Bps()
+    paths = [topo.path(0, 1), topo.path(0, 2), topo.path(3, 4), topo.path(5, 4)]
+    count = [1, 1, 1, 0]
+    members = [{} for _ in cap]
+    n_on_link = [0] * len(cap)
+    for cls in range(3):
+        for link in paths[cls]:
+            members[link][cls] = None
+            n_on_link[link] += 1
+    solver = RefillSolver(cap)
+    assert solver.solve(members, n_on_link, paths, count, set(range(len(cap)))) == {
+        0: 0.25 * B,
+        1: 0.25 * B,
+        2: B,
+    }
+    count[3] = 1
+    for link in paths[3]:
+        members[link][3] = None
+        n_on_link[link] += 1
+    assert solver.solve(members, n_on_link, paths, count, set(paths[3])) == {2: B / 2, 3: B / 2}
