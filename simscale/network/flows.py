@@ -20,8 +20,8 @@ lets a flow compete for bandwidth from its start, a choice that matters only for
 than a latency, whose timing is dominated by that latency either way.
 
 Cost per event instant: every start and end at one simulated instant is batched into ONE
-re-solve (which replays the rounds of the previous one that the change cannot reach,
-simscale.network.refill), run after all other events of that instant (priority ``AFTER_NORMAL``). The solver
+re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``); it replays the
+rounds of the previous solve that the change cannot reach (simscale.network.refill). The solver
 sees path classes (host pairs with live flows, weighted by their flow count), at most H(H-1)
 however many flows there are, on a link->class incidence kept up to date as flows come and go.
 Per-flow state lives in packed numpy arrays so that advancing the clock and finding the next
