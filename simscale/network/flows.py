@@ -55,8 +55,9 @@ FINISH_TOLERANCE_S = 1e-9
 
 # Below this many live path classes a re-solve replays what it can of the previous one
 # (simscale.network.refill); at and above it the vectorised solver starts from scratch. On the
-# 64-GPU scenario at 32 hosts (up to 992 classes, 1 iteration) replaying at every size took
-# 14.4 s CPU against 19.9 s with the vectorised solver from 512 classes up.
+# 64-GPU scenario, one iteration, replaying at every size took 14.4 s CPU at 32 hosts (up to 992
+# classes) and 125 s at 64 hosts (up to 4032), against 19.9 s and 146 s with the vectorised
+# solver from 512 classes up. Above 4096 classes (128 hosts and more) it is not measured.
 REFILL_MAX_CLASSES = 4096
 
 # A message waiting on a connection: its size, the event of its arrival, its ``on_sent``.
