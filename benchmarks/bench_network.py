@@ -11,6 +11,10 @@ of several repeats; times are wall-clock on this machine, single thread.
    transfers in flight, sizes drawn log-uniformly between 4 KB and 4 MB (a PS job's mix of small
    and sharded arrays). Reports transfers completed per wall-clock second and per re-solve.
 3. Network, PS-shaped: push/pull of 160 keys per worker per iteration (see run_ps_iterations).
+4. Scenario (only with ``--scenario-hosts 1,8,32``): the whole simulator on scenarios/64gpu.yaml
+   with the host count and servers set to each value (8 GPUs a host), reporting CPU seconds
+   (time.process_time, what matters on a shared machine) beside wall seconds, SimPy events and
+   re-solves.
 """
 
 from __future__ import annotations
@@ -192,10 +196,49 @@ def bench_network(repeats: int, transfers: int) -> None:
             )
 
 
+def bench_scenario(host_counts: list[int]) -> None:
+    from simscale.scenario import load_scenario
+    from simscale.simulator import simulate
+
+    print("\n== simulator: scenarios/64gpu.yaml, hosts = servers = N, one run each ==")
+    print(f"{'hosts':>6} {'GPUs':>6} {'CPU s':>8} {'wall s':>8} {'events':>10} {'solves':>8}")
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "64gpu.yaml"
+    solves = [0]
+    original = FairShareNetwork._solve
+
+    def counting(self: FairShareNetwork) -> None:
+        solves[0] += 1
+        original(self)
+
+    FairShareNetwork._solve = counting  # type: ignore[method-assign]
+    try:
+        for hosts in host_counts:
+            scenario = load_scenario(
+                str(path), [f"cluster.hosts[0].count={hosts}", f"kvstore.servers={hosts}"]
+            )
+            solves[0] = 0
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            result = simulate(scenario)
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            print(
+                f"{hosts:>6} {8 * hosts:>6} {cpu:>8.2f} {wall:>8.2f} {result.events:>10} "
+                f"{solves[0]:>8}"
+            )
+    finally:
+        FairShareNetwork._solve = original  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and transfers")
+    parser.add_argument(
+        "--scenario-hosts",
+        help="comma-separated host counts: run only the scenario section (e.g. 1,8,32)",
+    )
     args = parser.parse_args()
+    if args.scenario_hosts:
+        bench_scenario([int(h) for h in args.scenario_hosts.split(",")])
+        return
     repeats = 3 if args.quick else 7
     transfers = 5_000 if args.quick else 20_000
     bench_solver(repeats)

@@ -419,3 +419,229 @@ def test_fifo_core_caps_the_rate_but_queues_nothing():
     core = next(s for s in net.link_stats() if s.name == "core")
     assert core.bytes_carried == pytest.approx(2 * GB)
     assert core.busy_s == pytest.approx(2.0)
+
+
+# ----- connections: messages of one connection leave back to back as one flow ----------------
+
+
+def test_a_busy_connection_is_one_flow_re_solved_only_when_it_starts_and_stops(monkeypatch):
+    """Ten 0.1 GB messages handed at once to one connection from host 0 to host 1 leave one
+    after another at the full 1 GB/s: message k (k = 1..10) has left at 0.1 k s and arrives
+    2 * LAT later. The flow set changes only at 0 (busy) and 1.0 s (idle): two re-solves,
+    where ten separate transfers sent one after another would need eleven."""
+    env, net = build("fairshare")
+    solves = []
+    original = net._solve
+    monkeypatch.setattr(net, "_solve", lambda: (solves.append(env.now), original())[1])
+    sent, arrived = {}, {}
+    for k in range(1, 11):
+        net.transfer(
+            0, 1, 0.1 * GB, on_sent=lambda k=k: sent.setdefault(k, env.now), connection="c"
+        ).callbacks.append(lambda _e, k=k: arrived.setdefault(k, env.now))
+    env.run()
+    assert sent == pytest.approx({k: 0.1 * k for k in range(1, 11)}, rel=1e-12)
+    assert arrived == pytest.approx({k: 0.1 * k + 2 * LAT for k in range(1, 11)}, rel=1e-12)
+    assert solves == [0.0, pytest.approx(1.0)]
+
+
+def test_a_connection_keeps_its_fair_share_across_message_boundaries(monkeypatch):
+    """Connection 0->1 carries two 0.5 GB messages while a plain 1 GB transfer 0->2 shares
+    host 0's egress: 0.5 GB/s each. The first message leaves at 1 s, the second at 2 s, the
+    plain transfer at 2 s; the boundary at 1 s changes no rate and needs no re-solve."""
+    env, net = build("fairshare")
+    solves = []
+    original = net._solve
+    monkeypatch.setattr(net, "_solve", lambda: (solves.append(env.now), original())[1])
+    done = {}
+    for name, dst, nbytes, conn in (
+        ("m1", 1, GB / 2, "c"),
+        ("m2", 1, GB / 2, "c"),
+        ("p", 2, GB, None),
+    ):
+        net.transfer(0, dst, nbytes, connection=conn).callbacks.append(
+            lambda _e, n=name: done.setdefault(n, env.now)
+        )
+    env.run()
+    assert done == pytest.approx({"m1": 1 + 2 * LAT, "m2": 2 + 2 * LAT, "p": 2 + 2 * LAT})
+    assert solves == [0.0, pytest.approx(2.0)]
+    carried = {s.name: s.bytes_carried for s in net.link_stats()}
+    assert carried["host1.ingress"] == pytest.approx(GB)
+    assert carried["host0.egress"] == pytest.approx(2 * GB)
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_busy_connection_cannot_change_its_hosts(kind):
+    """A connection joins one host pair while it has messages queued."""
+    _env, net = build(kind)
+    net.transfer(0, 1, GB, connection="c")
+    with pytest.raises(ValueError, match="connection 'c' is busy from host 0 to host 1"):
+        net.transfer(0, 2, GB, connection="c")
+
+
+def send_per_message(net, env, messages, record):
+    """The per-message path: each connection's messages are separate transfers, each requested
+    when the one before it has left (what Stream did before connections existed). ``messages``
+    are ``(name, at_s, conn, src, dst, nbytes)``; ``record[name]`` gets (sent, arrived)."""
+    queues, busy = {}, set()
+
+    def start(name, conn, src, dst, nbytes):
+        busy.add(conn)
+
+        def left():
+            record[name][0] = env.now
+            busy.discard(conn)
+            if queues[conn]:
+                start(*queues[conn].pop(0))
+
+        net.transfer(src, dst, nbytes, on_sent=left).callbacks.append(
+            lambda _e: record[name].__setitem__(1, env.now)
+        )
+
+    def hand_over(name, conn, src, dst, nbytes):
+        record[name] = [None, None]
+        queues.setdefault(conn, [])
+        if conn in busy:
+            queues[conn].append((name, conn, src, dst, nbytes))
+        else:
+            start(name, conn, src, dst, nbytes)
+
+    for name, at, conn, src, dst, nbytes in messages:
+        env.timeout(at).callbacks.append(lambda _e, m=(name, conn, src, dst, nbytes): hand_over(*m))
+    env.run()
+
+
+def send_on_connections(net, env, messages, record):
+    """The connection path: every message handed to the network at once with its connection."""
+
+    def hand_over(name, conn, src, dst, nbytes):
+        record[name] = [None, None]
+        net.transfer(
+            src,
+            dst,
+            nbytes,
+            on_sent=lambda: record[name].__setitem__(0, env.now),
+            connection=conn,
+        ).callbacks.append(lambda _e: record[name].__setitem__(1, env.now))
+
+    for name, at, conn, src, dst, nbytes in messages:
+        env.timeout(at).callbacks.append(lambda _e, m=(name, conn, src, dst, nbytes): hand_over(*m))
+    env.run()
+
+
+# Four connections over 4 hosts, two sharing host 0's egress, one same-host (a copy).
+CONNECTIONS = {"a": (0, 1), "b": (0, 2), "c": (3, 0), "local": (2, 2)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.1, 0.25, 0.5]),
+            st.sampled_from(sorted(CONNECTIONS)),
+            st.sampled_from([0.0, 0.05, 0.1, 0.3, 1.0]),
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+    st.sampled_from(BOTH),
+    st.sampled_from([None, 2.0]),
+)
+def test_connections_change_no_timing_against_one_transfer_per_message(raw, kind, oversub):
+    """Random messages on four connections (some at one instant, some empty, one a same-host
+    copy): sending each connection's messages as one flow gives every message the same sent
+    and arrival time as sending each as its own transfer once the one before it has left, and
+    every link the same bytes."""
+    messages = [
+        (i, at, conn, *CONNECTIONS[conn], size * GB) for i, (at, conn, size) in enumerate(raw)
+    ]
+    topo = Topology.uniform(4, B, LAT, oversubscription=oversub, intra_host_Bps=4 * B)
+    results = []
+    for send in (send_per_message, send_on_connections):
+        env = simpy.Environment()
+        net = make_network(kind, env, topo)
+        record = {}
+        send(net, env, messages, record)
+        results.append((record, {s.name: s.bytes_carried for s in net.link_stats()}))
+    (old, old_bytes), (new, new_bytes) = results
+    assert set(new) == set(old)
+    for name in old:
+        assert new[name] == pytest.approx(old[name], rel=1e-9, abs=1e-12), name
+    assert new_bytes == pytest.approx(old_bytes, rel=1e-9)
+
+
+# ----- re-solving by replaying the unchanged start of the previous solve ---------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 29), st.booleans()), min_size=1, max_size=3),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([None, 3.0]),
+    st.sampled_from([math.inf, 0.3 * B]),
+    st.integers(0, 2**32 - 1),
+)
+def test_refill_gives_exactly_the_rates_of_a_solve_from_scratch(steps, oversub, bound, seed):
+    """Random changes of the flow counts of path classes among 6 hosts of unequal NICs (a
+    batch of 1-3 per step): after every step the rates RefillSolver recomputed, over the rates
+    it kept from earlier solves, equal fill_heap's from scratch bit for bit."""
+    from simscale.network.fairshare import fill_heap
+    from simscale.network.refill import RefillSolver
+
+    rng = np.random.default_rng(seed)
+    nics = [Nic(float(e), float(i), 0.0) for e, i in rng.choice([0.5, 1.0, 2.0], (6, 2)) * B]
+    topo = Topology(tuple(nics), oversub)
+    cap = topo.link_capacities_Bps()
+    paths = [topo.path(s, d) for s in range(6) for d in range(6) if s != d]
+    count = [0] * len(paths)
+    members = [{} for _ in cap]
+    n_on_link = [0] * len(cap)
+    solver = RefillSolver(cap)
+    kept = {}
+    for batch in steps:
+        changed = set()
+        for cls, grow in batch:
+            delta = 1 if grow or not count[cls] else -1
+            count[cls] += delta
+            for link in paths[cls]:
+                n_on_link[link] += delta
+                if count[cls]:
+                    members[link][cls] = None
+                else:
+                    del members[link][cls]
+            changed.update(paths[cls])
+        kept.update(solver.solve(members, n_on_link, paths, count, changed, bound))
+        fresh = fill_heap(cap, members, n_on_link, paths, count, uniform_bound=bound)
+        assert {cls: kept[cls] for cls in fresh} == fresh
+
+
+def test_refill_replays_the_rounds_a_change_cannot_reach():
+    """Host 0's egress at 0.5 GB/s carries 0->1 and 0->2 (0.25 GB/s each, round 1); 3->4 alone
+    fills its 1 GB/s link later (round 2). Adding a flow 5->4 touches host 4's ingress only:
+    round 1 replays, and only the classes on host 4's ingress are recomputed (0.5 each)."""
+    from simscale.network.refill import RefillSolver
+
+    nics = [Nic(0.5 * B, B, 0.0)] + [Nic(B, B, 0.0)] * 5
+    topo = Topology(tuple(nics), None)
+    cap = topo.link_capacities_Bps()
+    paths = [topo.path(0, 1), topo.path(0, 2), topo.path(3, 4), topo.path(5, 4)]
+    count = [1, 1, 1, 0]
+    members = [{} for _ in cap]
+    n_on_link = [0] * len(cap)
+    for cls in range(3):
+        for link in paths[cls]:
+            members[link][cls] = None
+            n_on_link[link] += 1
+    solver = RefillSolver(cap)
+    assert solver.solve(members, n_on_link, paths, count, set(range(len(cap)))) == {
+        0: 0.25 * B,
+        1: 0.25 * B,
+        2: B,
+    }
+    count[3] = 1
+    for link in paths[3]:
+        members[link][3] = None
+        n_on_link[link] += 1
+    assert solver.solve(members, n_on_link, paths, count, set(paths[3])) == {2: B / 2, 3: B / 2}

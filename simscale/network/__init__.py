@@ -7,7 +7,7 @@ default; "fifo": FIFO NIC queues, the cheap baseline) without them knowing which
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 import simpy
@@ -36,11 +36,19 @@ class Network(Protocol):
     """What the simulator may ask of any network model."""
 
     def transfer(
-        self, src: int, dst: int, nbytes: float, on_sent: Callable[[], None] | None = None
+        self,
+        src: int,
+        dst: int,
+        nbytes: float,
+        on_sent: Callable[[], None] | None = None,
+        connection: Hashable | None = None,
     ) -> simpy.Event:
         """Start sending ``nbytes`` from host ``src`` to host ``dst``; fires on the last byte.
-        ``on_sent()`` is called when the last byte has left the sender: what a FIFO connection
-        (simscale.network.stream) waits for before it sends its next message."""
+        ``on_sent()`` is called when the last byte has left the sender. Messages with the same
+        ``connection`` id (one TCP connection, simscale.network.stream) leave in order, each
+        starting when the one before it has left, exactly as if the sender waited for
+        ``on_sent`` before handing over the next; a model may use that to carry them as one
+        flow."""
         ...
 
     def link_stats(self) -> list[LinkStat]:

@@ -11,11 +11,15 @@ fabric); it only caps a transfer's rate and has its bytes and busy time counted.
 Compared with fair sharing, this serialises what a real NIC interleaves, so one large transfer
 delays every small one queued behind it; it is kept as the cheap baseline the fair-share model
 must beat, and needs one SimPy event per transfer and no solver.
+
+A ``connection`` serialises its messages: the next one is requested (and reserves the links)
+only when the one before it has left, exactly as if its sender waited for ``on_sent`` first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import simpy
@@ -24,6 +28,8 @@ from simscale.network.arrival import Arrival
 from simscale.network.flows import _notify_in, check_factors, check_transfer
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
+
+_OnSent = Callable[[], None] | None
 
 
 @dataclass(frozen=True)
@@ -57,25 +63,68 @@ class FifoNetwork:
         self._free_at_s = [env.now] * len(self._cap)
         self._intervals: list[list[_Busy]] = [[] for _ in self._cap]
         self._window_start_s = env.now
+        # Busy connections -> the messages behind the one now leaving.
+        self._waiting: dict[Hashable, deque[tuple[int, int, float, Arrival, _OnSent]]] = {}
+        self._route: dict[Hashable, tuple[int, int]] = {}  # of each busy connection
 
     def transfer(
-        self, src: int, dst: int, nbytes: float, on_sent: Callable[[], None] | None = None
+        self,
+        src: int,
+        dst: int,
+        nbytes: float,
+        on_sent: Callable[[], None] | None = None,
+        connection: Hashable | None = None,
     ) -> Arrival:
         """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte.
-        ``on_sent`` is called when the last byte has left the sender (a latency earlier)."""
+        ``on_sent`` is called when the last byte has left the sender (a latency earlier).
+        Messages with the same ``connection`` (any hashable id) leave in order, one at a time."""
         check_transfer(self.topology, src, dst, nbytes)
         arrival = Arrival(self.env)
+        if connection is None:
+            self._start(src, dst, nbytes, arrival, on_sent)
+        elif connection in self._waiting:
+            waiting = self._waiting[connection]
+            busy_src, busy_dst = self._route[connection]
+            if (busy_src, busy_dst) != (src, dst):
+                raise ValueError(
+                    f"connection {connection!r} is busy from host {busy_src} to host "
+                    f"{busy_dst}; it cannot also carry {src} -> {dst}"
+                )
+            waiting.append((src, dst, nbytes, arrival, on_sent))
+        else:
+            self._route[connection] = (src, dst)
+            self._waiting[connection] = deque()
+            self._start(src, dst, nbytes, arrival, self._then_next(connection, on_sent))
+        return arrival
+
+    def _then_next(self, connection: Hashable, on_sent: _OnSent) -> Callable[[], None]:
+        """``on_sent``, then the connection's next message starts (or the connection idles)."""
+
+        def left() -> None:
+            if on_sent is not None:
+                on_sent()
+            waiting = self._waiting[connection]
+            if not waiting:
+                del self._waiting[connection], self._route[connection]
+                return
+            src, dst, nbytes, arrival, then = waiting.popleft()
+            self._start(src, dst, nbytes, arrival, self._then_next(connection, then))
+
+        return left
+
+    def _start(self, src: int, dst: int, nbytes: float, arrival: Arrival, on_sent: _OnSent) -> None:
+        """Reserve the path for one message now and schedule its arrival and ``on_sent``."""
         now = self.env.now
         if src == dst:
             copy_s = self.topology.copy_time_s(nbytes)
             arrival.arrive_in(copy_s)
             _notify_in(self.env, on_sent, copy_s)
-            return arrival
+            return
         latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         if nbytes == 0:
             arrival.arrive_in(latency_s)
             _notify_in(self.env, on_sent, 0.0)
-            return arrival
+            return
         egress, ingress = 2 * src, 2 * dst + 1
         rate = min(self._cap[egress], self._cap[ingress])
         if self._core is not None:
@@ -92,7 +141,6 @@ class FifoNetwork:
             self._intervals[self._core].append(busy)
         arrival.arrive_in(end + latency_s - now)
         _notify_in(self.env, on_sent, end - now)
-        return arrival
 
     def link_stats(self) -> list[LinkStat]:
         """Bytes and busy time of every NIC direction (and the core) since ``reset_stats``."""

@@ -16,6 +16,11 @@ rank, i.e. the earliest layer) and are handed to the socket only while the data 
 that have not yet left stay within ``window_bytes`` (0: one message at a time, as P3's credit
 of one; realrun allows 16 MiB). That is what lets a pull overtake pushes still waiting, so the
 two directions of a NIC work at once.
+
+What is "in the socket" is handed to the network as one ``connection`` (this stream): the
+network sends those messages back to back as ONE flow, so a busy connection costs the
+fair-share solver nothing per message. A control message in the socket still waits until the
+data ahead of it has left, so data behind it is handed over only then.
 """
 
 from __future__ import annotations
@@ -39,11 +44,11 @@ class Stream:
     """A connection from ``src`` to ``dst`` over ``net`` (``priority`` picks the discipline)."""
 
     __slots__ = (
-        "_busy",
         "_in_flight",
         "_queue",
         "_seq",
         "_socket",
+        "_unsent",
         "dst",
         "env",
         "latency_s",
@@ -71,10 +76,12 @@ class Stream:
         self.priority = priority
         self.window_bytes = window_bytes if priority else math.inf
         self._queue: list[tuple[float, int, float, Callable[[], None]]] = []  # application
-        self._socket: deque[tuple[float, Callable[[], None]]] = deque()  # handed over, in order
+        # Handed to the socket, in order, but not yet to the network: what waits behind a
+        # control message that waits for the data ahead of it to leave.
+        self._socket: deque[tuple[float, Callable[[], None]]] = deque()
         self._seq = itertools.count()
         self._in_flight = 0.0  # data bytes handed to the socket whose last byte has not left
-        self._busy = False
+        self._unsent = 0  # data messages handed to the network whose last byte has not left
 
     def send(self, nbytes: float, on_arrival: Callable[[], None], rank: float = 0.0) -> None:
         """Queue a message; ``on_arrival()`` is called when its last byte has arrived. With
@@ -95,22 +102,32 @@ class Stream:
             if data:
                 self._in_flight += nbytes
             self._socket.append((nbytes, on_arrival))
-        if not self._busy:
-            self._drain()
+        self._drain()
 
     def _drain(self) -> None:
-        while self._socket and not self._busy:
-            nbytes, on_arrival = self._socket.popleft()
+        """Pass the socket's messages on in order: data to the network's connection at once,
+        a control message once no data ahead of it is still leaving."""
+        socket = self._socket
+        while socket:
+            nbytes, on_arrival = socket[0]
             if nbytes <= CONTROL_MESSAGE_BYTES:
+                if self._unsent:
+                    break
+                socket.popleft()
                 self.env.timeout(self.latency_s).callbacks.append(lambda _e, f=on_arrival: f())
             else:
-                self._busy = True
+                socket.popleft()
+                self._unsent += 1
                 self.net.transfer(
-                    self.src, self.dst, nbytes, on_sent=lambda n=nbytes: self._sent(n)
+                    self.src,
+                    self.dst,
+                    nbytes,
+                    on_sent=lambda n=nbytes: self._sent(n),
+                    connection=self,
                 ).callbacks.append(lambda _e, f=on_arrival: f())
 
     def _sent(self, nbytes: float) -> None:
-        self._busy = False
+        self._unsent -= 1
         self._in_flight -= nbytes
         if self._queue:
             self._admit()
