@@ -7,6 +7,9 @@ CPU time is printed beside wall time because these machines are shared: a neighb
 stretches wall time but hardly CPU time.
 
     python benchmarks/bench_predict.py [--repeats 5] [--sizes 8,64,256,1024]
+
+Each size runs with the fair-share network model (the default, accurate one) and the FIFO
+model (cheap); sizes above --fairshare-max-gpus run with FIFO only, and say so.
 """
 
 from __future__ import annotations
@@ -36,30 +39,45 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sizes", default="8,64,256,1024")
+    ap.add_argument(
+        "--fairshare-max-gpus",
+        type=int,
+        default=256,
+        help="largest size simulated with the fair-share network model",
+    )
     args = ap.parse_args()
     base = ROOT / "scenarios" / "64gpu.yaml"
 
     print(
-        f"{'GPUs':>6} {'wall s':>8} {'min s':>7} {'CPU s':>7} {'events':>10} {'events/s':>10} "
-        f"{'samples/s':>10} {'efficiency':>10}"
+        f"{'GPUs':>6} {'network':>9} {'wall s':>8} {'min s':>7} {'CPU s':>7} {'events':>10} "
+        f"{'events/s':>10} {'samples/s':>10} {'efficiency':>10}"
     )
     for gpus in (int(x) for x in args.sizes.split(",")):
-        scenario = load_scenario(base, scaled(gpus))
-        repeats = args.repeats if gpus <= 256 else max(1, args.repeats // 3)
-        walls, cpus, result = [], [], None
-        for _ in range(repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            result = simulate(scenario)
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-        assert result is not None
-        med = statistics.median(walls)
-        print(
-            f"{gpus:>6} {med:>8.3f} {min(walls):>7.3f} {statistics.median(cpus):>7.3f} "
-            f"{result.events:>10,} {result.events / med:>10,.0f} "
-            f"{result.throughput_samples_per_s:>10,.0f} {result.scaling_efficiency:>10.1%}",
-            flush=True,
-        )
+        for network in ("fairshare", "fifo"):
+            if network == "fairshare" and gpus > args.fairshare_max_gpus:
+                print(
+                    f"{gpus:>6} {network:>9}  not run: above --fairshare-max-gpus "
+                    f"{args.fairshare_max_gpus} (256 GPUs already take ~50 CPU s)"
+                )
+                continue
+            overrides = [*scaled(gpus), f"simulation.network_model={network}"]
+            scenario = load_scenario(base, overrides)
+            repeats = args.repeats if gpus <= 64 else 1
+            walls, cpus, result = [], [], None
+            for _ in range(repeats):
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = simulate(scenario)
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+            assert result is not None
+            med = statistics.median(walls)
+            print(
+                f"{gpus:>6} {network:>9} {med:>8.3f} {min(walls):>7.3f} "
+                f"{statistics.median(cpus):>7.3f} {result.events:>10,} "
+                f"{result.events / med:>10,.0f} {result.throughput_samples_per_s:>10,.0f} "
+                f"{result.scaling_efficiency:>10.1%}",
+                flush=True,
+            )
 
     # The real command, imports included; the child reports its own CPU seconds.
     child = (

@@ -80,7 +80,7 @@ class Stream:
         # control message that waits for the data ahead of it to leave.
         self._socket: deque[tuple[float, Callable[[], None]]] = deque()
         self._seq = itertools.count()
-        self._in_flight = 0.0  # data bytes handed to the socket whose last byte has not left
+        self._in_flight = 0.0  # data bytes handed to the socket and not yet credited back
         self._unsent = 0  # data messages handed to the network whose last byte has not left
 
     def send(self, nbytes: float, on_arrival: Callable[[], None], rank: float = 0.0) -> None:
@@ -124,10 +124,24 @@ class Stream:
                     nbytes,
                     on_sent=lambda n=nbytes: self._sent(n),
                     connection=self,
-                ).callbacks.append(lambda _e, f=on_arrival: f())
+                ).callbacks.append(lambda _e, f=on_arrival, n=nbytes: self._arrived(n, f))
 
     def _sent(self, nbytes: float) -> None:
         self._unsent -= 1
+        if self.window_bytes == 0:
+            # A credit of one message: the next may go as soon as this one has left.
+            self._release(nbytes)
+        else:
+            self._drain()
+
+    def _arrived(self, nbytes: float, on_arrival: Callable[[], None]) -> None:
+        on_arrival()
+        if 0 < self.window_bytes < math.inf:
+            # A byte window is credited back by the receiver's acknowledgement, one latency
+            # after the data arrived (realrun/postoffice.py counts unacknowledged bytes).
+            self.env.timeout(self.latency_s).callbacks.append(lambda _e: self._release(nbytes))
+
+    def _release(self, nbytes: float) -> None:
         self._in_flight -= nbytes
         if self._queue:
             self._admit()
