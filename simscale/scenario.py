@@ -211,6 +211,9 @@ class KVStoreConfig:
     placement: Literal["colocated", "dedicated"] = "colocated"
     bigarray_bound: int = field(default=DEFAULT_BIGARRAY_BOUND, metadata=at_least(1))
     gradient_compression: CompressionConfig = field(default_factory=CompressionConfig)
+    # How a worker's and a server's messages leave: "fifo" as MXNet over ps-lite (in order, per
+    # connection), or "priority" as P3/ByteScheduler (control first, then earliest layer).
+    scheduling: Literal["fifo", "priority"] = "fifo"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 

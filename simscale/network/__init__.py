@@ -7,6 +7,7 @@ default; "fifo": FIFO NIC queues, the cheap baseline) without them knowing which
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import simpy
@@ -34,8 +35,12 @@ __all__ = [
 class Network(Protocol):
     """What the simulator may ask of any network model."""
 
-    def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
-        """Start sending ``nbytes`` from host ``src`` to host ``dst``; fires on the last byte."""
+    def transfer(
+        self, src: int, dst: int, nbytes: float, on_sent: Callable[[], None] | None = None
+    ) -> simpy.Event:
+        """Start sending ``nbytes`` from host ``src`` to host ``dst``; fires on the last byte.
+        ``on_sent()`` is called when the last byte has left the sender: what a FIFO connection
+        (simscale.network.stream) waits for before it sends its next message."""
         ...
 
     def link_stats(self) -> list[LinkStat]:

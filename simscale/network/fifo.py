@@ -15,12 +15,13 @@ must beat, and needs one SimPy event per transfer and no solver.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
 
 from simscale.network.arrival import Arrival
-from simscale.network.flows import check_factors, check_transfer
+from simscale.network.flows import _notify_in, check_factors, check_transfer
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
 
@@ -57,17 +58,23 @@ class FifoNetwork:
         self._intervals: list[list[_Busy]] = [[] for _ in self._cap]
         self._window_start_s = env.now
 
-    def transfer(self, src: int, dst: int, nbytes: float) -> Arrival:
-        """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte."""
+    def transfer(
+        self, src: int, dst: int, nbytes: float, on_sent: Callable[[], None] | None = None
+    ) -> Arrival:
+        """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte.
+        ``on_sent`` is called when the last byte has left the sender (a latency earlier)."""
         check_transfer(self.topology, src, dst, nbytes)
         arrival = Arrival(self.env)
         now = self.env.now
         if src == dst:
-            arrival.arrive_in(self.topology.copy_time_s(nbytes))
+            copy_s = self.topology.copy_time_s(nbytes)
+            arrival.arrive_in(copy_s)
+            _notify_in(self.env, on_sent, copy_s)
             return arrival
         latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         if nbytes == 0:
             arrival.arrive_in(latency_s)
+            _notify_in(self.env, on_sent, 0.0)
             return arrival
         egress, ingress = 2 * src, 2 * dst + 1
         rate = min(self._cap[egress], self._cap[ingress])
@@ -84,6 +91,7 @@ class FifoNetwork:
         if self._core is not None:
             self._intervals[self._core].append(busy)
         arrival.arrive_in(end + latency_s - now)
+        _notify_in(self.env, on_sent, end - now)
         return arrival
 
     def link_stats(self) -> list[LinkStat]:

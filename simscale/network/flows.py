@@ -21,6 +21,7 @@ a no-op (it is recognised by identity), which costs one cheap event, never a can
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -69,7 +70,10 @@ class FairShareNetwork:
         self._paths: list[tuple[int, ...]] = []
         self._latency: list[float] = []
         self._events: list[Arrival] = []
-        self._pending: list[tuple[tuple[int, ...], float, float, Arrival]] = []
+        self._pending: list[
+            tuple[tuple[int, ...], float, float, Arrival, Callable[[], None] | None]
+        ] = []
+        self._on_sent: list[Callable[[], None] | None] = []
         self._resolve_scheduled = False
         self._wakeup: Event | None = None
         self._last_s = env.now
@@ -82,22 +86,28 @@ class FairShareNetwork:
 
     # ----- the Network contract -------------------------------------------------------------
 
-    def transfer(self, src: int, dst: int, nbytes: float) -> Arrival:
-        """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte."""
+    def transfer(
+        self, src: int, dst: int, nbytes: float, on_sent: Callable[[], None] | None = None
+    ) -> Arrival:
+        """Send ``nbytes`` from host ``src`` to host ``dst``; the event fires on the last byte.
+        ``on_sent`` is called when the last byte has left the sender (a latency earlier)."""
         check_transfer(self.topology, src, dst, nbytes)
         arrival = Arrival(self.env)
         if src == dst:
-            arrival.arrive_in(self.topology.copy_time_s(nbytes))
+            copy_s = self.topology.copy_time_s(nbytes)
+            arrival.arrive_in(copy_s)
+            _notify_in(self.env, on_sent, copy_s)
             return arrival
         latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         if nbytes == 0:
             arrival.arrive_in(latency_s)
+            _notify_in(self.env, on_sent, 0.0)
             return arrival
         if self._core is None:
             path: tuple[int, ...] = (2 * src, 2 * dst + 1)
         else:
             path = (2 * src, self._core, 2 * dst + 1)
-        self._pending.append((path, float(nbytes), latency_s, arrival))
+        self._pending.append((path, float(nbytes), latency_s, arrival, on_sent))
         self._request_resolve()
         return arrival
 
@@ -170,9 +180,14 @@ class FairShareNetwork:
         done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * FINISH_TOLERANCE_S)
         if not done.size:
             return False
+        sent = []
         for i in done.tolist():
             self._events[i].arrive_in(self._latency[i])
+            if self._on_sent[i] is not None:
+                sent.append(self._on_sent[i])
         self._remove(done)
+        for notify in sent:  # after removal: a notified sender may start its next transfer
+            notify()
         return True
 
     def _remove(self, done: np.ndarray) -> None:
@@ -189,7 +204,8 @@ class FairShareNetwork:
                 self._paths[h] = self._paths[t]
                 self._latency[h] = self._latency[t]
                 self._events[h] = self._events[t]
-        del self._paths[m:], self._latency[m:], self._events[m:]
+                self._on_sent[h] = self._on_sent[t]
+        del self._paths[m:], self._latency[m:], self._events[m:], self._on_sent[m:]
         self._n = m
 
     def _admit_pending(self) -> None:
@@ -203,10 +219,11 @@ class FairShareNetwork:
             self._remaining = np.resize(self._remaining, size)
             self._rate = np.resize(self._rate, size)
             self._links = np.resize(self._links, (size, self._width))
-        for path, _nbytes, latency_s, arrival in pending:
+        for path, _nbytes, latency_s, arrival, on_sent in pending:
             self._paths.append(path)
             self._latency.append(latency_s)
             self._events.append(arrival)
+            self._on_sent.append(on_sent)
         self._remaining[n:need] = [p[1] for p in pending]
         self._links[n:need] = [p[0] for p in pending]
         self._n = need
@@ -239,6 +256,12 @@ class FairShareNetwork:
         to_finish = self._remaining[:n] / self._rate[:n]
         delay = max(float(to_finish.min()), 0.0)
         self._wakeup = Call(self.env, self._on_wakeup, delay)
+
+
+def _notify_in(env: simpy.Environment, fn: Callable[[], None] | None, delay_s: float) -> None:
+    """Call ``fn()`` after ``delay_s`` (never synchronously inside ``transfer``)."""
+    if fn is not None:
+        Call(env, lambda _e: fn(), delay_s)
 
 
 def check_factors(

@@ -1,0 +1,125 @@
+"""Ring and hierarchical all-reduce with tensor fusion: the alternative to a parameter server.
+
+Horovod's scheme (docs/tensor-fusion.rst, docs/timeline.rst): a coordinator starts a tensor's
+all-reduce once every worker has produced it; each cycle (``cycle_ms``) the tensors that are ready
+are fused into buffers of at most ``fusion_mb`` and reduced one collective at a time. A ring over
+N participants moves ``2(N-1)/N`` of the buffer through every link in ``2(N-1)`` steps. The
+hierarchical variant (HOROVOD_HIERARCHICAL_ALLREDUCE) reduce-scatters inside a host over NVLink,
+runs the ring between hosts, and all-gathers inside the host again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from simscale.network import Network
+
+
+@dataclass
+class _Ready:
+    key: int
+    nbytes: float
+    count: int
+    done: list[tuple[float, Callable[[float], None]]]
+
+
+class AllReduce:
+    """The coordinator and the collectives for all workers of one job."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        net: Network,
+        worker_hosts: tuple[int, ...],
+        gpus: int,
+        peer_link_Bps: float,
+        key_bytes: list[float],
+        algorithm: str,
+        fusion_bytes: float,
+        cycle_s: float,
+        message_overhead_s: float,
+    ) -> None:
+        self.env = env
+        self.net = net
+        self.hosts = worker_hosts
+        self.gpus = gpus
+        self.peer_link_Bps = peer_link_Bps
+        self.key_bytes = key_bytes
+        self.algorithm = algorithm
+        self.fusion_bytes = fusion_bytes
+        self.cycle_s = cycle_s
+        self.msg_s = message_overhead_s
+        self.pending: dict[tuple[int, int], _Ready] = {}
+        self.queue: list[_Ready] = []
+        self.wakeup: simpy.Event = env.event()
+        env.process(self._cycle())
+
+    def communicate(self, worker: int, it: int, key: int, done: Callable[[float], None]) -> None:
+        """Worker ``worker`` has key ``key``'s gradient for iteration ``it``."""
+        entry = self.pending.get((it, key))
+        now = self.env.now
+        if entry is None:
+            entry = self.pending[(it, key)] = _Ready(key, self.key_bytes[key], 0, [])
+        entry.count += 1
+        entry.done.append((now, done))
+        if entry.count == len(self.hosts):
+            del self.pending[(it, key)]
+            self.queue.append(entry)
+            if not self.wakeup.triggered:
+                self.wakeup.succeed()
+
+    def _cycle(self) -> simpy.events.ProcessGenerator:
+        while True:
+            if not self.queue:
+                self.wakeup = self.env.event()
+                yield self.wakeup
+            if self.cycle_s > 0:
+                yield self.env.timeout(self.cycle_s)
+            while self.queue:
+                batch, total = [], 0.0
+                while self.queue and (
+                    not batch or total + self.queue[0].nbytes <= self.fusion_bytes
+                ):
+                    entry = self.queue.pop(0)
+                    batch.append(entry)
+                    total += entry.nbytes
+                yield from self._allreduce(total)
+                for entry in batch:
+                    last = max(t for t, _ in entry.done)
+                    for t, done in entry.done:
+                        done(last - t)  # this worker waited for the last one to be ready
+
+    def _allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
+        w, g = len(self.hosts), self.gpus
+        if self.algorithm == "hierarchical" or w == 1:
+            intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps if g > 1 else 0.0
+            yield self.env.timeout(intra / 2)  # reduce-scatter inside the host
+            if w > 1:
+                yield from self._ring(w, nbytes / w, 0.0)
+            yield self.env.timeout(intra / 2)  # all-gather inside the host
+        else:
+            n = w * g
+            chunk = nbytes / n
+            yield from self._ring(
+                w, chunk, chunk / self.peer_link_Bps if g > 1 else 0.0, steps=2 * (n - 1)
+            )
+
+    def _ring(
+        self, w: int, chunk_bytes: float, intra_step_s: float, steps: int | None = None
+    ) -> simpy.events.ProcessGenerator:
+        """``steps`` ring steps: every host sends ``chunk_bytes`` to the next host at once."""
+        steps = 2 * (w - 1) if steps is None else steps
+        for _ in range(steps):
+            sends = [
+                self.net.transfer(self.hosts[i], self.hosts[(i + 1) % w], chunk_bytes)
+                for i in range(w)
+            ]
+            step = self.env.all_of(sends)
+            if intra_step_s > 0:
+                step = self.env.all_of([step, self.env.timeout(intra_step_s)])
+            yield step
+            if self.msg_s > 0:
+                yield self.env.timeout(self.msg_s)

@@ -1,0 +1,82 @@
+"""Calibration profiles: fitted cost parameters, where they apply, and what they were fitted on.
+
+A profile fitted on one world (say realrun on CPU workers over an emulated network) must not
+silently change predictions for unrelated hardware: it applies to scenarios whose worker devices
+are all in its ``scope`` and leaves others on the defaults, unless the user forces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simscale.config import ConfigError, from_mapping, read_yaml, to_mapping
+from simscale.costs import CostModel
+from simscale.scenario import Scenario
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FitInfo:
+    """Provenance: what the profile was fitted on and how well."""
+
+    date: str = ""
+    records: tuple[str, ...] = ()  # sha256 of each run record used
+    parameters: tuple[str, ...] = ()  # names of the fitted parameters
+    uncertainty: dict[str, float] = field(default_factory=dict)  # 1-sigma per parameter
+    train_mape: float = 0.0
+    method: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    schema_version: int
+    costs: CostModel
+    # Worker devices (simscale.hardware GPU names) the fit is valid for; empty means everywhere.
+    scope: tuple[str, ...] = ()
+    fit: FitInfo = field(default_factory=FitInfo)
+    description: str = ""
+
+    def validate(self) -> None:
+        if self.schema_version != PROFILE_SCHEMA_VERSION:
+            raise ConfigError(
+                "schema_version",
+                f"got {self.schema_version}, expected "
+                f"{PROFILE_SCHEMA_VERSION} (this simscale's profile format)",
+            )
+
+    def applies_to(self, scenario: Scenario) -> bool:
+        if not self.scope:
+            return True
+        return all(g.resolved()[1] in self.scope for g in scenario.cluster.hosts)
+
+    def costs_for(self, scenario: Scenario, force: bool = False) -> CostModel:
+        """The fitted costs when the scenario is in scope (or forced), else the defaults."""
+        return self.costs if force or self.applies_to(scenario) else CostModel()
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(to_mapping(self), sort_keys=False)
+
+
+def load_profile(path: str | Path) -> Profile:
+    data = read_yaml(path)
+    try:
+        return from_mapping(Profile, data)
+    except ConfigError as e:
+        raise e.in_file(str(path)) from None
+
+
+def save_profile(profile: Profile, path: str | Path) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(profile.to_yaml(), encoding="utf-8")
+    tmp.replace(p)
+
+
+def profile_dict(profile: Profile) -> dict[str, Any]:
+    return to_mapping(profile)

@@ -1,0 +1,112 @@
+"""The parameter servers and the push/pull protocol of one key slice, as MXNet runs it.
+
+Protocol (MXNet src/kvstore/kvstore_dist_server.h, DataHandleDefault): a worker pushes a slice;
+in sync mode the server merges pushes into a buffer and, once all W workers have pushed, applies
+the optimizer update and only then acknowledges every waiting push; the worker's pull of the key
+depends on its push (engine dependency), so it sends a pull request after the ack and the server
+answers it with the new weights. In async mode the server updates on every push and acknowledges
+at once. Every message costs its sender a software overhead on its one sending thread and then
+travels on the connection between the two processes (simscale.network.stream: in order, one
+message at a time), so acks queue behind pull responses already sent to the same worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import simpy
+
+from simscale.costs import CostModel
+from simscale.network.stream import Stream
+from simscale.serial import SerialQueue
+
+HEADER_BYTES = 64  # ps-lite meta header of a data message, order of magnitude
+
+
+@dataclass
+class SliceSync:
+    """Per-iteration aggregation state of one slice on its server (sync mode)."""
+
+    pushed: int = 0
+    first_arrival_s: float = 0.0
+    last_arrival_s: float = 0.0
+    waiting: list[Callable[[], None]] = field(default_factory=list)
+
+
+class ServerGroup:
+    """All server processes: their handler threads and the per-slice aggregation state."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        to_worker: Callable[[int, int], Stream],
+        costs: CostModel,
+        server_hosts: tuple[int, ...],
+        num_workers: int,
+        sync: bool,
+    ) -> None:
+        self.env = env
+        self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
+        self.costs = costs
+        self.hosts = server_hosts
+        self.num_workers = num_workers
+        self.sync = sync
+        self.threads = [SerialQueue(env, f"server{s}") for s in range(len(server_hosts))]
+        self.state: dict[tuple[int, int, int], SliceSync] = {}
+        self.msg_s = costs.message_overhead_us * 1e-6
+        self.request_s = costs.server_request_us * 1e-6
+        self.merge_s_per_byte = costs.server_merge_ns_per_byte * 1e-9
+        self.update_s_per_byte = costs.server_update_ns_per_byte * 1e-9
+
+    def push(
+        self,
+        it: int,
+        key: int,
+        server: int,
+        nbytes: float,
+        worker: int,
+        on_ack: Callable[[float], None],
+    ) -> None:
+        """A push of ``nbytes`` of gradient from ``worker`` has arrived at ``server``;
+        ``on_ack(wait_for_others_s)`` is called when the ack reaches the worker."""
+        thread = self.threads[server]
+        if not self.sync:
+            cost = self.request_s + nbytes * self.update_s_per_byte
+            thread.run(cost).callbacks.append(
+                lambda _e: self._ack(server, worker, lambda: on_ack(0.0))
+            )
+            return
+        st = self.state.get((it, key, server))
+        now = self.env.now
+        if st is None:
+            st = self.state[(it, key, server)] = SliceSync(first_arrival_s=now)
+        st.last_arrival_s = now
+        arrived = now
+        st.waiting.append(
+            lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
+        )
+        done = thread.run(self.request_s + nbytes * self.merge_s_per_byte)
+
+        def merged(_e: simpy.Event) -> None:
+            st.pushed += 1
+            if st.pushed == self.num_workers:
+                del self.state[(it, key, server)]
+                # The update, then one ack per worker, all on the handler thread.
+                upd = thread.run(nbytes * self.update_s_per_byte)
+                upd.callbacks.append(lambda _e: [send() for send in st.waiting])
+
+        done.callbacks.append(merged)
+
+    def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
+        stream = self.to_worker(server, worker)
+        self.threads[server].run(self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
+
+    def pull(
+        self, server: int, nbytes: float, worker: int, key: int, on_data: Callable[[], None]
+    ) -> None:
+        """A pull request from ``worker`` has arrived; answer it with ``nbytes`` of weights."""
+        stream = self.to_worker(server, worker)
+        self.threads[server].run(self.request_s + self.msg_s).callbacks.append(
+            lambda _e: stream.send(nbytes + HEADER_BYTES, on_data, key)
+        )

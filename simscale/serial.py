@@ -1,0 +1,41 @@
+"""A FIFO single-thread resource whose service times are known when work is queued.
+
+A server's handler thread, a worker's send thread and a host's GPU<->CPU copy engine all serve
+work one item at a time, in arrival order, with a cost known up front. For such a queue the finish
+time is arithmetic (``max(now, free_at) + cost``), so it needs one timeout instead of a SimPy
+Resource's request/release events — the simulator's hot path queues tens of thousands of items.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+
+class SerialQueue:
+    """One thread serving work in FIFO order; keeps its busy time for utilisation."""
+
+    __slots__ = ("busy_s", "env", "free_at", "name")
+
+    def __init__(self, env: simpy.Environment, name: str) -> None:
+        self.env = env
+        self.name = name
+        self.free_at = 0.0
+        self.busy_s = 0.0
+
+    def run(self, cost_s: float) -> simpy.Event:
+        """Queue ``cost_s`` seconds of work; the event fires when it is done."""
+        now = self.env.now
+        start = self.free_at if self.free_at > now else now
+        self.free_at = start + cost_s
+        self.busy_s += cost_s
+        return self.env.timeout(self.free_at - now)
+
+    def busy_within(self, start_s: float, end_s: float) -> float:
+        """Busy seconds inside the window, assuming the counter was reset at ``start_s``."""
+        # Work queued before the window but still running inside it is counted from reset time;
+        # work queued inside the window that runs past its end is clipped.
+        return max(0.0, min(self.busy_s - max(0.0, self.free_at - end_s), end_s - start_s))
+
+    def reset(self) -> None:
+        """Start counting busy time afresh (the measured window begins now)."""
+        self.busy_s = max(0.0, self.free_at - self.env.now)

@@ -1,0 +1,460 @@
+"""Run one scenario through the discrete-event model and measure it like a benchmark would.
+
+Builds the cluster layout, the network, the workers and the servers (or the all-reduce), runs
+warm-up iterations, then measured iterations until the iteration time is stable, and reduces what
+happened to a ``Result``. Deterministic for a given scenario and seed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import simpy
+
+from simscale import cluster
+from simscale.allreduce import AllReduce
+from simscale.compute import layer_times, samples_per_s_without_communication
+from simscale.costs import CostModel
+from simscale.hardware import GPUS
+from simscale.network import make_network
+from simscale.network.stream import Stream
+from simscale.ps import HEADER_BYTES, ServerGroup
+from simscale.results import Result, Utilization, WorkerResult
+from simscale.scenario import DIST_MODES, Scenario
+from simscale.serial import SerialQueue
+from simscale.sharding import assign_key
+from simscale.worker import HostCopies, Span, Worker
+from simscale.zoo import BYTES_PER_ELEMENT
+
+# 2-bit compression sends 16 gradient values per 32-bit word (MXNet gradient_compression.cc).
+TWO_BIT_RATIO = 1 / 16
+MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes (for benchmarks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events_processed = 0
+
+    def step(self) -> None:
+        self.events_processed += 1
+        super().step()
+
+
+class Simulation:
+    """One scenario, built and ready to run; ``run()`` returns the Result."""
+
+    def __init__(
+        self, scenario: Scenario, costs: CostModel | None = None, *, trace: bool = False
+    ) -> None:
+        self.scenario = scenario
+        self.costs = costs or CostModel()
+        self.spans: list[Span] | None = [] if trace else None
+        self.env = CountingEnvironment()
+        self.layout = cluster.layout(scenario)
+        self.model = scenario.model.spec()
+        self._build()
+
+    # ---- construction ----
+
+    def _build(self) -> None:
+        s, costs, env, lay = self.scenario, self.costs, self.env, self.layout
+        self.topology = lay.topology(s.cluster.core_oversubscription)
+        self.net = make_network(
+            s.simulation.network_model,
+            env,
+            self.topology,
+            bandwidth_factor=costs.bandwidth_factor,
+            latency_factor=costs.latency_factor,
+        )
+        mode = s.kvstore.mode
+        bpe = BYTES_PER_ELEMENT[s.training.precision]
+        self.key_bytes = [a.elements * bpe for a in self.model.arrays]
+        layer_keys: list[list[int]] = [[] for _ in self.model.layers]
+        for key, layer in enumerate(self.model.array_layer):
+            layer_keys[layer].append(key)
+        n_iter = s.simulation.warmup_iterations + s.simulation.measured_iterations + 1
+        rng = np.random.default_rng(s.simulation.seed)
+        device_mode = mode.endswith("device")
+
+        self.servers: ServerGroup | None = None
+        self.allreduce: AllReduce | None = None
+        if mode in DIST_MODES:
+            self.servers = ServerGroup(
+                env,
+                self._server_stream,
+                costs,
+                lay.server_hosts,
+                lay.num_workers,
+                sync=mode in ("dist_sync", "dist_sync_device"),
+            )
+            self.slices = [
+                [
+                    (sl.server, sl.elements * bpe)
+                    for sl in assign_key(k, a.elements, lay.num_servers, s.kvstore.bigarray_bound)
+                ]
+                for k, a in enumerate(self.model.arrays)
+            ]
+        elif mode == "allreduce":
+            first = lay.hosts[lay.worker_hosts[0]]
+            ar = s.kvstore.allreduce
+            self.allreduce = AllReduce(
+                env,
+                self.net,
+                lay.worker_hosts,
+                first.gpus,
+                GPUS[str(first.gpu)].peer_link_gbytes_per_s * 1e9,
+                self.key_bytes,
+                ar.algorithm,
+                ar.fusion_mb * 1e6,
+                ar.cycle_ms * 1e-3,
+                costs.message_overhead_us * 1e-6,
+            )
+
+        self.workers: list[Worker] = []
+        self.copies: list[HostCopies] = []
+        self.vans: list[SerialQueue] = []
+        self._w2s: dict[tuple[int, int], Stream] = {}
+        self._s2w: dict[tuple[int, int], Stream] = {}
+        self.boundaries: list[float] = []
+        self.boundary_events = [env.event() for _ in range(n_iter)]
+        self._started = [0] * n_iter
+        for rank, host_index in enumerate(lay.worker_hosts):
+            host = lay.hosts[host_index]
+            gpu = GPUS[str(host.gpu)]
+            times = layer_times(
+                self.model, gpu.name, s.training.precision, s.training.batch_per_gpu, costs
+            )
+            jitter = self._jitter(rng, host.gpus, n_iter)
+            copies = HostCopies(
+                env,
+                rank,
+                host.gpus,
+                on_cpu=gpu.name == "cpu",
+                device_mode=device_mode,
+                host_link_Bps=gpu.host_link_gbytes_per_s * 1e9,
+                peer_link_Bps=gpu.peer_link_gbytes_per_s * 1e9,
+                merge_s_per_byte=costs.server_merge_ns_per_byte * 1e-9,
+            )
+            worker = Worker(
+                env,
+                rank,
+                layer_keys,
+                times.forward_s,
+                times.backward_s,
+                jitter,
+                self._communicator(rank, host_index, copies),
+                costs.overlap_loss,
+                self.spans,
+                self._on_start,
+            )
+            self.workers.append(worker)
+            self.copies.append(copies)
+            env.process(worker.run(n_iter))
+
+    def _jitter(self, rng: np.random.Generator, gpus: int, n_iter: int) -> np.ndarray:
+        sigma = self.scenario.simulation.compute_jitter
+        if sigma == 0:
+            return np.ones(n_iter)
+        # The host waits for its slowest GPU: the max of per-GPU log-normal factors.
+        return rng.lognormal(0.0, sigma, size=(n_iter, gpus)).max(axis=1)
+
+    def _communicator(
+        self, rank: int, host: int, copies: HostCopies
+    ) -> Callable[[int, int, Callable[[float], None]], None]:
+        """The transport hook of one worker: how a key's gradient becomes new weights."""
+        env, costs = self.env, self.costs
+        mode = self.scenario.kvstore.mode
+        key_bytes = self.key_bytes
+        if self.allreduce is not None:
+            ar = self.allreduce
+
+            def allreduce(it: int, key: int, done: Callable[[float], None]) -> None:
+                ar.communicate(rank, it, key, done)
+
+            return allreduce
+
+        if self.servers is None:  # local / device: one host, the updater runs locally
+            update_s_per_byte = 0.0 if mode == "device" else costs.server_update_ns_per_byte * 1e-9
+
+            def local(it: int, key: int, done: Callable[[float], None]) -> None:
+                nbytes = key_bytes[key]
+                cost = (
+                    copies.reduce_s(nbytes)
+                    + nbytes * update_s_per_byte
+                    + copies.broadcast_s(nbytes)
+                )
+                copies.queue.run(cost).callbacks.append(lambda _e: done(0.0))
+
+            return local
+
+        servers = self.servers
+        van = SerialQueue(env, f"worker{rank}.van")  # the worker's send thread
+        self.vans.append(van)
+        msg_s = costs.message_overhead_us * 1e-6
+        compress = self.scenario.kvstore.gradient_compression.type == "2bit"
+        slices = self.slices
+        to_server = self._worker_stream
+
+        def ps(it: int, key: int, done: Callable[[float], None]) -> None:
+            parts = slices[key]
+            state = {"left": len(parts), "others": 0.0}
+
+            def slice_back() -> None:
+                state["left"] -= 1
+                if state["left"] == 0:
+                    copies.queue.run(copies.broadcast_s(key_bytes[key])).callbacks.append(
+                        lambda _e: done(state["others"])
+                    )
+
+            def push(server: int, nbytes: float) -> None:
+                stream = to_server(rank, server)
+                wire = (nbytes * TWO_BIT_RATIO if compress else nbytes) + HEADER_BYTES
+
+                def acked(waited: float) -> None:
+                    # MXNet's pull of a key depends on its push: the request follows the ack.
+                    state["others"] = max(state["others"], waited)
+                    van.run(msg_s).callbacks.append(
+                        lambda _e: stream.send(
+                            0, lambda: servers.pull(server, nbytes, rank, key, slice_back)
+                        )
+                    )
+
+                van.run(msg_s).callbacks.append(
+                    lambda _e: stream.send(
+                        wire, lambda: servers.push(it, key, server, nbytes, rank, acked), key
+                    )
+                )
+
+            def push_all(_e: object) -> None:
+                for server, nbytes in parts:
+                    push(server, nbytes)
+
+            copies.queue.run(copies.reduce_s(key_bytes[key])).callbacks.append(push_all)
+
+        return ps
+
+    def _stream(self, src_host: int, dst_host: int) -> Stream:
+        latency = self.topology.path_latency_s(src_host, dst_host) * self.costs.latency_factor
+        return Stream(
+            self.env,
+            self.net,
+            src_host,
+            dst_host,
+            latency,
+            priority=self.scenario.kvstore.scheduling == "priority",
+        )
+
+    def _worker_stream(self, worker: int, server: int) -> Stream:
+        """The connection from worker ``worker`` to server ``server`` (one per pair, ps-lite)."""
+        key = (worker, server)
+        if key not in self._w2s:
+            lay = self.layout
+            self._w2s[key] = self._stream(lay.worker_hosts[worker], lay.server_hosts[server])
+        return self._w2s[key]
+
+    def _server_stream(self, server: int, worker: int) -> Stream:
+        """The connection from server ``server`` back to worker ``worker``."""
+        key = (server, worker)
+        if key not in self._s2w:
+            lay = self.layout
+            self._s2w[key] = self._stream(lay.server_hosts[server], lay.worker_hosts[worker])
+        return self._s2w[key]
+
+    def _on_start(self, it: int) -> None:
+        self._started[it] += 1
+        if self._started[it] == len(self.workers):
+            self.boundaries.append(self.env.now)
+            self.boundary_events[it].succeed()
+
+    # ---- running and measuring ----
+
+    def run(self) -> Result:
+        t0 = time.perf_counter()
+        sim = self.scenario.simulation
+        warm = sim.warmup_iterations
+        last = len(self.boundary_events) - 1
+        self.env.run(until=self.boundary_events[warm])
+        self._reset_counters()
+        end = last
+        stable = False
+        for i in range(warm + 1, last + 1):
+            self.env.run(until=self.boundary_events[i])
+            if i - warm >= MIN_MEASURED and self._is_stable(warm, i):
+                end, stable = i, True
+                break
+        return self._result(warm, end, stable, time.perf_counter() - t0)
+
+    def _reset_counters(self) -> None:
+        self.net.reset_stats()
+        queues = [c.queue for c in self.copies] + self.vans
+        if self.servers is not None:
+            queues += self.servers.threads
+        for q in queues:
+            q.reset()
+
+    def _is_stable(self, warm: int, i: int) -> bool:
+        b = self.boundaries
+        recent = np.diff(b[i - MIN_MEASURED : i + 1])
+        return bool(
+            (recent.max() - recent.min())
+            <= self.scenario.simulation.stable_tolerance * recent.mean()
+        )
+
+    def _result(self, warm: int, end: int, stable: bool, wall_s: float) -> Result:
+        s, lay = self.scenario, self.layout
+        t_start, t_end = self.boundaries[warm], self.boundaries[end]
+        window = t_end - t_start
+        n = end - warm
+        per_worker = []
+        server_host_set = set(lay.server_hosts)
+        ideal = 0.0
+        for w in self.workers:
+            host = lay.hosts[lay.worker_hosts[w.rank]]
+            st = w.stats
+            it_s = (st.starts_s[end] - st.starts_s[warm]) / n
+            compute = float(np.mean(st.compute_s[warm:end]))
+            blocked = float(np.mean(st.blocked_s[warm:end]))
+            others = float(np.mean(st.waited_for_others_s[warm:end]))
+            samples = host.gpus * s.training.batch_per_gpu
+            per_worker.append(
+                WorkerResult(
+                    rank=w.rank,
+                    host=host.name,
+                    gpus=host.gpus,
+                    samples_per_s=samples / it_s,
+                    iteration_time_s=it_s,
+                    compute_s=compute,
+                    exposed_comm_s=blocked - others,
+                    wait_for_workers_s=others,
+                    co_hosts_server=lay.worker_hosts[w.rank] in server_host_set,
+                )
+            )
+            ideal += host.gpus * samples_per_s_without_communication(
+                self.model,
+                str(host.gpu),
+                s.training.precision,
+                s.training.batch_per_gpu,
+                self.costs,
+            )
+        sync = s.kvstore.mode not in ("dist_async", "dist_async_device")
+        if sync:
+            iteration_s = window / n
+            throughput = s.global_batch / iteration_s
+        else:
+            throughput = sum(w.samples_per_s for w in per_worker)
+            iteration_s = float(np.mean([w.iteration_time_s for w in per_worker]))
+        util = self._utilization(t_start, t_end, per_worker)
+        breakdown = {
+            "compute_s": float(np.mean([w.compute_s for w in per_worker])),
+            "exposed_comm_s": float(np.mean([w.exposed_comm_s for w in per_worker])),
+            "wait_for_workers_s": float(np.mean([w.wait_for_workers_s for w in per_worker])),
+        }
+        return Result(
+            scenario=s.name,
+            mode=s.kvstore.mode,
+            network_model=s.simulation.network_model,
+            num_workers=lay.num_workers,
+            num_servers=lay.num_servers,
+            num_gpus=s.num_gpus,
+            global_batch=s.global_batch,
+            throughput_samples_per_s=throughput,
+            ideal_samples_per_s=ideal,
+            scaling_efficiency=throughput / ideal,
+            iteration_time_s=iteration_s,
+            breakdown=breakdown,
+            per_worker=tuple(per_worker),
+            utilization=tuple(util),
+            bottleneck=_bottleneck(util, breakdown),
+            iterations_measured=n,
+            stable=stable,
+            simulated_s=self.env.now,
+            events=self.env.events_processed,
+            wall_s=wall_s,
+        )
+
+    def _utilization(
+        self, t0: float, t1: float, per_worker: list[WorkerResult]
+    ) -> list[Utilization]:
+        lay, window = self.layout, t1 - t0
+        roles: dict[int, list[str]] = {}
+        for r, h in enumerate(lay.worker_hosts):
+            roles.setdefault(h, []).append(f"worker {r}")
+        for sv, h in enumerate(lay.server_hosts):
+            roles.setdefault(h, []).append(f"server {sv}")
+        out = []
+        for stat in self.net.link_stats():
+            frac = stat.utilization
+            host_part, _, direction = stat.name.partition(".")
+            if host_part.startswith("host"):
+                h = int(host_part[4:])
+                who = " + ".join(roles.get(h, [])) or lay.hosts[h].name
+                desc = f"host {h} ({who}) NIC {direction}"
+            else:
+                desc = f"network {stat.name}"
+            out.append(Utilization(stat.name, "nic", min(frac, 1.0), desc))
+        if self.servers is not None:
+            for sv, q in enumerate(self.servers.threads):
+                out.append(
+                    Utilization(
+                        f"server{sv}.cpu",
+                        "server",
+                        q.busy_within(t0, t1) / window,
+                        f"server {sv} handler thread (host {lay.server_hosts[sv]})",
+                    )
+                )
+        for rank, c in enumerate(self.copies):
+            if c.queue.busy_s > 0:
+                out.append(
+                    Utilization(
+                        f"worker{rank}.copies",
+                        "copies",
+                        c.queue.busy_within(t0, t1) / window,
+                        f"worker {rank} GPU<->CPU copies and local aggregation",
+                    )
+                )
+        for w in per_worker:
+            out.append(
+                Utilization(
+                    f"worker{w.rank}.gpu",
+                    "gpu",
+                    w.compute_s / w.iteration_time_s,
+                    f"worker {w.rank} GPU compute",
+                )
+            )
+        return out
+
+
+def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
+    """The bottleneck in words: the saturated resource, or what holds the iteration back when
+    none is saturated (resources taking turns along the push-update-pull chain)."""
+    if not util:
+        return "nothing measured"
+    ranked = sorted(util, key=lambda u: -u.busy_fraction)
+    top = ranked[0]
+    if top.kind == "gpu" and top.busy_fraction >= 0.9:
+        return f"GPU compute ({top.busy_fraction:.0%} busy): compute-bound, communication hidden"
+    if top.kind != "gpu" and top.busy_fraction >= 0.9:
+        return f"{top.description} {top.busy_fraction:.0%} busy"
+    comm = [u for u in ranked if u.kind != "gpu"][:2]
+    busiest = ", ".join(f"{u.description} {u.busy_fraction:.0%}" for u in comm)
+    exposed_ms = breakdown["exposed_comm_s"] * 1e3
+    waiting_ms = breakdown["wait_for_workers_s"] * 1e3
+    if waiting_ms > exposed_ms:
+        return (
+            f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
+            f"busiest communication resources: {busiest}"
+        )
+    return (
+        f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
+        f"saturated: the push-update-pull chain takes turns; busiest: {busiest}"
+    )
+
+
+def simulate(scenario: Scenario, costs: CostModel | None = None) -> Result:
+    """Predict ``scenario``'s throughput, efficiency and bottleneck."""
+    return Simulation(scenario, costs).run()
