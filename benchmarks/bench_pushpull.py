@@ -4,10 +4,11 @@ One server process (realrun.node, DMLC_ROLE=server) and this process as the one 
 operation pushes an array of N bytes and pulls N bytes back (pushpull of one key), so the
 goodput is 2N / time. The baseline is a raw pyzmq echo process (ROUTER that sends each
 message straight back, zero-copy) moving the same 2N bytes per operation over the same kind
-of DEALER/ROUTER TCP connection. The ratio says what the PS layer (header, request tracking,
-server aggregation, the copy of pulled values into the worker's array) costs.
+of DEALER/ROUTER TCP connection; raw and PS runs alternate, so machine load hits both alike.
+The ratio says what the PS layer (header, request tracking, server aggregation, the copy of
+pulled values into the worker's array) costs.
 
-    python benchmarks/bench_pushpull.py [--sizes-mb 4 64] [--runs 5] [--ops-mb 256]
+    python benchmarks/bench_pushpull.py [--sizes-mb 4 64] [--runs 7] [--ops-mb 512]
 """
 
 from __future__ import annotations
@@ -51,75 +52,98 @@ ctx.term()
 """
 
 
-def raw_goodput(nbytes: int, ops: int, runs: int) -> list[float]:
-    """GB/s of send-N-bytes-and-get-them-back over raw pyzmq, one value per run."""
-    echo = subprocess.Popen([sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    try:
-        sock.connect(f"tcp://{HOST}:{int(echo.stdout.readline())}")
-        payload = np.ones(nbytes // 4, dtype=np.float32)
-        out = []
-        for run in range(runs + 1):  # run 0 warms the connection up
-            start = time.perf_counter()
-            for _ in range(ops):
-                sock.send(payload, copy=False)
-                sock.recv(copy=False)
-            if run:
-                out.append(2 * nbytes * ops / (time.perf_counter() - start) / 1e9)
-        sock.send(b"stop")
-        return out
-    finally:
-        sock.close(linger=1000)
-        ctx.term()
-        echo.wait(10)
-        echo.stdout.close()
+class RawEcho:
+    """The baseline: a pyzmq ROUTER process that sends every message straight back."""
 
-
-def ps_goodput(nbytes: int, ops: int, runs: int) -> list[float]:
-    """GB/s of pushpull of one N-byte key through a real server process, one value per run."""
-    launcher = LocalLauncher()
-    sched_env = NodeEnv("scheduler", HOST, 0, 1, 1, HOST)
-    procs = [launcher.start("scheduler", 0, node_command(sched_env, 0).argv, sched_env.to_env())]
-    po = None
-    try:
-        port = json.loads(procs[0].stdout.readline())["port"]
-        server_env = NodeEnv("server", HOST, port, 1, 1, HOST)
-        procs.append(
-            launcher.start("server", 0, node_command(server_env, 0).argv, server_env.to_env())
+    def __init__(self, nbytes: int) -> None:
+        self.echo = subprocess.Popen(
+            [sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True
         )
-        po = Postoffice(NodeEnv("worker", HOST, port, 1, 1, HOST))
-        po.start()
-        kv = KVWorker(po, bigarray_bound=1 << 62)
-        kv.configure(True, None).wait(30)  # no optimizer: the server keeps the aggregate
-        grad = np.ones(nbytes // 4, dtype=np.float32)
-        kv.init(0, grad).wait(30)
-        out = np.empty_like(grad)
-        result = []
-        for run in range(runs + 1):
-            start = time.perf_counter()
-            for _ in range(ops):
-                kv.pushpull(0, grad, out).wait(60)
-            if run:
-                result.append(2 * nbytes * ops / (time.perf_counter() - start) / 1e9)
-        assert np.array_equal(out, grad)
-        po.finish(30)
-        return result
-    finally:
-        if po is not None:
-            po.close()
-        for p in procs:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.connect(f"tcp://{HOST}:{int(self.echo.stdout.readline())}")
+        self.payload = np.ones(nbytes // 4, dtype=np.float32)
+
+    def seconds(self, ops: int) -> float:
+        start = time.perf_counter()
+        for _ in range(ops):
+            self.sock.send(self.payload, copy=False)
+            self.sock.recv(copy=False)
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.sock.send(b"stop")
+        self.sock.close(linger=1000)
+        self.ctx.term()
+        self.echo.wait(10)
+        self.echo.stdout.close()
+
+
+class PSPair:
+    """A real scheduler and server process, with this process as the one worker."""
+
+    def __init__(self, nbytes: int) -> None:
+        launcher = LocalLauncher()
+        sched = NodeEnv("scheduler", HOST, 0, 1, 1, HOST)
+        self.procs = [launcher.start("scheduler", 0, node_command(sched, 0).argv, sched.to_env())]
+        self.po = None
+        try:
+            port = json.loads(self.procs[0].stdout.readline())["port"]
+            server = NodeEnv("server", HOST, port, 1, 1, HOST)
+            self.procs.append(
+                launcher.start("server", 0, node_command(server, 0).argv, server.to_env())
+            )
+            self.po = Postoffice(NodeEnv("worker", HOST, port, 1, 1, HOST))
+            self.po.start()
+            self.kv = KVWorker(self.po, bigarray_bound=1 << 62)
+            self.kv.configure(True, None).wait(30)  # no optimizer: the server keeps the sum
+            self.grad = np.ones(nbytes // 4, dtype=np.float32)
+            self.kv.init(0, self.grad).wait(30)
+            self.out = np.empty_like(self.grad)
+        except BaseException:
+            self.close()
+            raise
+
+    def seconds(self, ops: int) -> float:
+        start = time.perf_counter()
+        for _ in range(ops):
+            self.kv.pushpull(0, self.grad, self.out).wait(60)
+        elapsed = time.perf_counter() - start
+        assert np.array_equal(self.out, self.grad)
+        return elapsed
+
+    def close(self) -> None:
+        if self.po is not None:
             with contextlib.suppress(Exception):
-                p.signal_group(signal.SIGTERM)
+                self.po.finish(30)
+            self.po.close()
+        for p in self.procs:
+            p.signal_group(signal.SIGTERM)
             p.wait(5)
             if p.stdout is not None:
                 p.stdout.close()
 
 
+def measure(nbytes: int, ops: int, runs: int) -> tuple[list[float], list[float]]:
+    """GB/s of raw and PS per run; the two alternate so that machine load hits both alike."""
+    raw_peer, ps_peer = RawEcho(nbytes), PSPair(nbytes)
+    raw, ps = [], []
+    try:
+        raw_peer.seconds(ops)  # warm both connections up
+        ps_peer.seconds(ops)
+        for _ in range(runs):
+            raw.append(2 * nbytes * ops / raw_peer.seconds(ops) / 1e9)
+            ps.append(2 * nbytes * ops / ps_peer.seconds(ops) / 1e9)
+    finally:
+        raw_peer.close()
+        ps_peer.close()
+    return raw, ps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", type=float, nargs="+", default=[4, 64])
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per size (median kept)")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per size (median kept)")
     parser.add_argument(
         "--ops-mb",
         type=float,
@@ -129,15 +153,19 @@ def main() -> int:
     args = parser.parse_args()
     child_environ({})  # fail early if the project is not importable for the server
     print(
-        f"{'size':>8} {'raw GB/s':>9} {'PS GB/s':>8} {'PS/raw':>7}   (medians of "
-        f"{args.runs} runs; goodput = push + pull bytes / time)"
+        f"{'size':>8} {'raw GB/s':>9} {'PS GB/s':>8} {'PS/raw':>7}   {'raw min-max':>12} "
+        f"{'PS min-max':>12}   (medians of {args.runs} alternating runs; goodput = "
+        "(push + pull bytes) / time)"
     )
     for mb in args.sizes_mb:
         nbytes = int(mb * 1e6) // 4 * 4
         ops = max(2, int(args.ops_mb / mb))
-        raw = statistics.median(raw_goodput(nbytes, ops, args.runs))
-        ps = statistics.median(ps_goodput(nbytes, ops, args.runs))
-        print(f"{mb:>6g}MB {raw:>9.2f} {ps:>8.2f} {ps / raw:>6.0%}")
+        raw_runs, ps_runs = measure(nbytes, ops, args.runs)
+        raw, ps = statistics.median(raw_runs), statistics.median(ps_runs)
+        spread = (
+            f"{min(raw_runs):>5.2f}-{max(raw_runs):<6.2f} {min(ps_runs):>5.2f}-{max(ps_runs):<6.2f}"
+        )
+        print(f"{mb:>6g}MB {raw:>9.2f} {ps:>8.2f} {ps / raw:>6.0%}   {spread}")
     return 0
 
 

@@ -268,6 +268,7 @@ class Job:
             )
         env = {
             "launcher": self.launcher.name,
+            "launcher_details": self.launcher.describe(),
             "launcher_hostname": socket.gethostname(),
             "num_workers": self.num_workers,
             "num_servers": self.num_servers,

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import realrun
 from realrun.roles import NodeEnv
@@ -50,6 +50,10 @@ class Launcher(Protocol):
     scheduler_host: str
 
     def host_of(self, role: str, rank: int) -> str: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where the job ran (hosts, link shaping...), copied into the run record."""
+        ...
 
     def start(
         self, role: str, rank: int, argv: Sequence[str], env: dict[str, str]

@@ -10,7 +10,7 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 from realrun.launch import child_environ
 
@@ -48,6 +48,11 @@ class LocalLauncher:
 
     def host_of(self, role: str, rank: int) -> str:
         return "127.0.0.1"
+
+    def describe(self) -> dict[str, Any]:
+        # No shaping: every node shares this machine's CPUs and the loopback interface, so
+        # "hosts" and NIC figures in the scenario are labels only here.
+        return {"hosts": "all nodes on this machine, over 127.0.0.1", "link_shaping": None}
 
     def start(self, role: str, rank: int, argv: Sequence[str], env: dict[str, str]) -> LocalProcess:
         popen = subprocess.Popen(

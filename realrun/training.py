@@ -86,7 +86,6 @@ class Trainer:
                 with torch.device(dev):
                     self.replicas.append(models.build(plan.model))
         self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
-        self.names = [n for n, _ in self.replicas[0].named_parameters()]
         self.buffers = [np.empty(p.numel(), dtype=np.float32) for p in self.params[0]]
         self._grads: list[list[torch.Tensor | None]] = [
             [None] * len(self.replicas) for _ in self.buffers
@@ -126,7 +125,8 @@ class Trainer:
                 x, y = batches[r][it % len(batches[r])]
                 loss = self.models.loss(model(x), y)
                 loss.backward()
-                losses.append(float(loss.detach()))
+                # Kept as tensors: reading a value now would make GPU r+1 wait for GPU r.
+                losses.append(loss.detach())
             if it == self.plan.iterations - 1:
                 self._await(range(len(self.buffers)))  # the last pulls end the last iteration
             if self.on_gpu:
@@ -139,7 +139,7 @@ class Trainer:
                 total - self._wait_s,
                 self._wait_s,
                 total,
-                float(np.mean(losses)),
+                float(torch.stack([v.cpu() for v in losses]).mean()),
             )
             timings.append(t)
             on_iteration(t)

@@ -66,6 +66,10 @@ def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tm
     assert s.samples_per_s == pytest.approx(sum(per_worker))
     assert s.measured_iterations == 10
     assert "samples/s over 2 workers" in stdout
+    assert len(record.environment["nodes"]) == 4  # 2 servers + 2 workers, all gone now
+    for node in record.environment["nodes"]:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(node["pid"], 0)
 
 
 @pytest.mark.slow
@@ -102,4 +106,4 @@ def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
     assert "interrupted (Ctrl-C)" in stderr
     for node in record.environment["nodes"]:
         with pytest.raises(ProcessLookupError):
-            os.kill(node["pid"], 0)
+            os.killpg(node["pid"], 0)
