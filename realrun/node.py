@@ -96,7 +96,16 @@ def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
         scenario = load_scenario(scenario_path, overrides)
         plan, bound, threshold = plan_from_scenario(scenario, rank)
         torch.set_num_threads(scenario.realrun.threads_per_worker)
-        trainer = Trainer(KVWorker(po, bound, threshold), plan, torch_models)
+        kv = KVWorker(po, bound, threshold)
+        if scenario.realrun.compute == "emulated":
+            from realrun.emulated_compute import EmulatedTrainer, emulated_device
+
+            device = emulated_device(scenario, rank)
+            trainer = EmulatedTrainer(
+                kv, device, plan.iterations, plan.seed, plan.sync, plan.optimizer
+            )
+        else:
+            trainer = Trainer(kv, plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})
         trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
         po.finish()
@@ -121,16 +130,13 @@ def plan_from_scenario(scenario: Any, rank: int):
     kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
     if not kv.mode.startswith("dist_"):
         raise ValueError(f"kvstore.mode is {kv.mode!r}; realrun runs the dist_* modes only")
-    if rr.compute != "real":
-        raise ValueError("realrun.compute 'emulated' is not implemented by this backend yet")
+    check_compute(scenario)
     if tr.precision != "fp32":
         raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
-    if not scenario.model.name:
-        raise ValueError("realrun needs a zoo model name (model.name), not explicit arrays")
     total_gpus = sum(scenario.gpus_per_worker(r) for r in range(scenario.num_workers))
     opt = tr.optimizer
     plan = TrainPlan(
-        model=scenario.model.name,
+        model=scenario.model.name or "custom",  # explicit arrays: emulated compute only
         batch_per_gpu=tr.batch_per_gpu,
         gpus=scenario.gpus_per_worker(rank),
         iterations=sim.warmup_iterations + sim.measured_iterations,
@@ -143,6 +149,18 @@ def plan_from_scenario(scenario: Any, rank: int):
     )
     gc = kv.gradient_compression
     return plan, kv.bigarray_bound, (gc.threshold if gc.type == "2bit" else None)
+
+
+def check_compute(scenario: Any) -> None:
+    """ValueError unless realrun can run this scenario's compute mode and dilation."""
+    rr = scenario.realrun
+    if rr.compute == "real" and rr.dilation != 1.0:
+        raise ValueError(
+            f"realrun.dilation is {rr.dilation:g}, but real compute cannot be slowed down: "
+            "use realrun.compute=emulated with a dilation, or dilation 1"
+        )
+    if rr.compute == "real" and not scenario.model.name:
+        raise ValueError("realrun needs a zoo model name (model.name), not explicit arrays")
 
 
 def environment() -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_the_cpu_scenario_becomes_this_plan():
 @pytest.mark.parametrize(
     ("override", "reason"),
     [
-        ("realrun.compute=emulated", "'emulated' is not implemented"),
+        ("realrun.dilation=4", "real compute cannot be slowed down"),
         ("training.precision=fp16", "fp32 only"),
     ],
 )

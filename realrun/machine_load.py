@@ -1,0 +1,171 @@
+"""Was this machine, rather than the emulated cluster, the bottleneck of a run?
+
+An emulated cluster shares this machine's cores between every emulated host, the servers and
+the delay wires. When they are saturated, iterations get slower for a reason the scenario does
+not contain, and the record would be silently wrong. ``LoadSampler`` reads ``/proc/stat`` (all
+cores) and the CPU time of the delay-wire processes in a background thread of the launcher;
+``verdict`` turns the samples of the measured iterations into figures and a validity ruling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SAMPLE_INTERVAL_S = 0.25
+# Mean busy share of all cores above which the machine is called the bottleneck: past it,
+# run queues form and an emulated host's process waits for a core, not for its network.
+MAX_CPU_BUSY = 0.85
+# A delay wire is one Python thread: above this share of one core it cannot keep up with its
+# frames and adds delay the scenario does not have.
+MAX_WIRE_CORE_SHARE = 0.85
+# Below this fraction of memory available the kernel reclaims and swaps: timings are off.
+MIN_MEMORY_AVAILABLE = 0.05
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """Cumulative counters at one moment."""
+
+    unix_s: float
+    busy_ticks: int  # all cores: user+nice+system+irq+softirq+steal
+    total_ticks: int  # all cores, idle and iowait included
+    wire_ticks: dict[int, int]  # delay-wire pid -> its utime+stime
+    mem_available_fraction: float
+
+
+def read_cpu_ticks(stat: str | None = None) -> tuple[int, int]:
+    """(busy, total) jiffies over all cores from the first line of /proc/stat."""
+    line = (stat if stat is not None else Path("/proc/stat").read_text()).splitlines()[0]
+    fields = [int(v) for v in line.split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def process_ticks(pid: int) -> int | None:
+    """utime+stime of ``pid`` in jiffies, None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may contain spaces
+    return int(fields[11]) + int(fields[12])
+
+
+def mem_available_fraction() -> float:
+    info = dict(
+        line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
+    )
+    total = int(info["MemTotal"].split()[0])
+    return int(info["MemAvailable"].split()[0]) / total if total else 1.0
+
+
+class LoadSampler:
+    """Samples machine load every ``interval_s`` in a daemon thread until ``stop()``."""
+
+    def __init__(
+        self, wire_pids: Callable[[], Sequence[int]], interval_s: float = SAMPLE_INTERVAL_S
+    ) -> None:
+        self.wire_pids = wire_pids
+        self.interval_s = interval_s
+        self.samples: list[LoadSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
+
+    def start(self) -> LoadSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        self.sample()
+
+    def sample(self) -> None:
+        busy, total = read_cpu_ticks()
+        wires = {}
+        for pid in self.wire_pids():
+            ticks = process_ticks(pid)
+            if ticks is not None:
+                wires[pid] = ticks
+        self.samples.append(LoadSample(time.time(), busy, total, wires, mem_available_fraction()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sample()
+            except OSError:  # a wire vanished between listing and reading: next sample
+                continue
+
+
+def verdict(
+    samples: Sequence[LoadSample], window: tuple[float, float] | None
+) -> tuple[dict[str, Any], str | None]:
+    """Load figures over ``window`` (unix seconds; the whole run when None) and the reason the
+    run is invalid, or None when this machine kept up."""
+    chosen = list(samples)
+    if window is not None:
+        inside = [s for s in samples if window[0] <= s.unix_s <= window[1]]
+        before = [s for s in samples if s.unix_s < window[0]]
+        after = [s for s in samples if s.unix_s > window[1]]
+        # Bracket the window with the samples just outside it, so short windows still
+        # have two points.
+        chosen = before[-1:] + inside + after[:1]
+    if len(chosen) < 2:
+        return {"samples": len(chosen)}, "too few load samples to judge this machine's load"
+    first, last = chosen[0], chosen[-1]
+    span_s = last.unix_s - first.unix_s
+    total = last.total_ticks - first.total_ticks
+    busy = (last.busy_ticks - first.busy_ticks) / total if total > 0 else 0.0
+    peak = 0.0
+    for a, b in itertools.pairwise(chosen):
+        t = b.total_ticks - a.total_ticks
+        if t > 0:
+            peak = max(peak, (b.busy_ticks - a.busy_ticks) / t)
+    wire_share = {}
+    for pid, end in last.wire_ticks.items():
+        start = first.wire_ticks.get(pid)
+        if start is not None and span_s > 0:
+            wire_share[pid] = (end - start) / CLOCK_TICKS_PER_S / span_s
+    mem_min = min(s.mem_available_fraction for s in chosen)
+    figures: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "window_s": span_s,
+        "samples": len(chosen),
+        "mean_cpu_busy": busy,
+        "peak_cpu_busy": peak,
+        "max_wire_core_share": max(wire_share.values(), default=0.0),
+        "wire_core_share": sorted(wire_share.values(), reverse=True),
+        "min_mem_available_fraction": mem_min,
+        "limits": {
+            "mean_cpu_busy": MAX_CPU_BUSY,
+            "wire_core_share": MAX_WIRE_CORE_SHARE,
+            "mem_available_fraction": MIN_MEMORY_AVAILABLE,
+        },
+    }
+    reasons = []
+    if busy > MAX_CPU_BUSY:
+        reasons.append(
+            f"this machine's CPUs were {busy:.0%} busy over the measured iterations "
+            f"(limit {MAX_CPU_BUSY:.0%}): it, not the emulated cluster, was the bottleneck; "
+            "raise realrun.dilation"
+        )
+    if figures["max_wire_core_share"] > MAX_WIRE_CORE_SHARE:
+        reasons.append(
+            f"a delay wire used {figures['max_wire_core_share']:.0%} of a core "
+            f"(limit {MAX_WIRE_CORE_SHARE:.0%}): it could not keep up with its link; "
+            "raise realrun.dilation"
+        )
+    if mem_min < MIN_MEMORY_AVAILABLE:
+        reasons.append(f"memory available fell to {mem_min:.1%} of this machine's")
+    return figures, ("; ".join(reasons) or None)
