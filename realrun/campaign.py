@@ -63,7 +63,7 @@ class Campaign:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text).strip("_")
+    return re.sub(r"[^A-Za-z0-9_.,=+-]+", "_", text).strip("_")
 
 
 def _short(key: str, keys: list[str]) -> str:

@@ -189,14 +189,16 @@ class EmulatedTrainer:
                         with self._posted:
                             self._outstanding.add(key)
                         self._copies.put(key)
-                if it == self.iterations - 1:
-                    self._await(range(len(d.key_elements)))
+                # Iteration i waits (in its forward) for round i-1: one round each. The last
+                # round is drained below, outside any iteration, so that the last iteration
+                # does not count two rounds.
                 total = time.perf_counter() - start
                 t = IterationTiming(
                     self.kv.rank, it, wall, total - self._wait_s, self._wait_s, total, 0.0
                 )
                 timings.append(t)
                 on_iteration(t)
+            self._await(range(len(d.key_elements)))
         finally:
             self._copies.put(None)
             engine.join(PULL_WAIT_LIMIT_S)

@@ -2,9 +2,20 @@
 
 An emulated cluster shares this machine's cores between every emulated host, the servers and
 the delay wires. When they are saturated, iterations get slower for a reason the scenario does
-not contain, and the record would be silently wrong. ``LoadSampler`` reads ``/proc/stat`` (all
-cores) and the CPU time of the delay-wire processes in a background thread of the launcher;
-``verdict`` turns the samples of the measured iterations into figures and a validity ruling.
+not contain, and the record would be silently wrong. ``LoadSampler`` reads, in a background
+thread of the launcher, ``/proc/stat`` (all cores) and, for every process of the cluster (nodes
+and delay wires), its CPU time and its run-queue delay from ``/proc/PID/task/*/schedstat``:
+the time its threads were ready to run but had no core. ``verdict`` turns the samples of the
+measured iterations into figures and a ruling. A run is invalid when
+
+- the cluster's own processes used more than 85% of all cores (the machine was the limit), or
+- one of its processes waited for a core more than 10% of the measured time (whoever took the
+  cores: this run, or another program on the machine), or
+- a delay wire used more than 85% of its one core (it could not keep up with its link), or
+- memory ran out.
+
+All-core busy share is recorded too, but another program's load alone does not invalidate a
+run: only the delay it caused to the cluster's processes does.
 """
 
 from __future__ import annotations
@@ -14,14 +25,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 SAMPLE_INTERVAL_S = 0.25
-# Mean busy share of all cores above which the machine is called the bottleneck: past it,
-# run queues form and an emulated host's process waits for a core, not for its network.
+# Share of all cores the cluster's own processes may use: past it, run queues form and an
+# emulated host's process waits for a core, not for its network.
 MAX_CPU_BUSY = 0.85
+# Share of the measured time one cluster process may have waited, runnable, for a core: a node
+# on the critical path that waited this long stretched the iteration by up to as much.
+MAX_RUN_DELAY_SHARE = 0.10
 # A delay wire is one Python thread: above this share of one core it cannot keep up with its
 # frames and adds delay the scenario does not have.
 MAX_WIRE_CORE_SHARE = 0.85
@@ -39,6 +53,8 @@ class LoadSample:
     total_ticks: int  # all cores, idle and iowait included
     wire_ticks: dict[int, int]  # delay-wire pid -> its utime+stime
     mem_available_fraction: float
+    # cluster process pid -> (CPU ns, run-queue delay ns), summed over its threads
+    sched_ns: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_cpu_ticks(stat: str | None = None) -> tuple[int, int]:
@@ -60,6 +76,22 @@ def process_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])
 
 
+def schedstat_ns(pid: int) -> tuple[int, int] | None:
+    """(CPU ns, run-queue delay ns) of all threads of ``pid``; None once it is gone."""
+    cpu = delay = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                fields = (task / "schedstat").read_text().split()
+            except OSError:
+                continue  # a thread that just ended
+            cpu += int(fields[0])
+            delay += int(fields[1])
+    except OSError:
+        return None
+    return cpu, delay
+
+
 def mem_available_fraction() -> float:
     info = dict(
         line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line
@@ -72,9 +104,13 @@ class LoadSampler:
     """Samples machine load every ``interval_s`` in a daemon thread until ``stop()``."""
 
     def __init__(
-        self, wire_pids: Callable[[], Sequence[int]], interval_s: float = SAMPLE_INTERVAL_S
+        self,
+        wire_pids: Callable[[], Sequence[int]],
+        node_pids: Callable[[], Sequence[int]] = tuple,
+        interval_s: float = SAMPLE_INTERVAL_S,
     ) -> None:
         self.wire_pids = wire_pids
+        self.node_pids = node_pids
         self.interval_s = interval_s
         self.samples: list[LoadSample] = []
         self._stop = threading.Event()
@@ -98,7 +134,14 @@ class LoadSampler:
             ticks = process_ticks(pid)
             if ticks is not None:
                 wires[pid] = ticks
-        self.samples.append(LoadSample(time.time(), busy, total, wires, mem_available_fraction()))
+        sched = {}
+        for pid in (*self.wire_pids(), *self.node_pids()):
+            ns = schedstat_ns(pid)
+            if ns is not None:
+                sched[pid] = ns
+        self.samples.append(
+            LoadSample(time.time(), busy, total, wires, mem_available_fraction(), sched)
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -138,27 +181,49 @@ def verdict(
         if start is not None and span_s > 0:
             wire_share[pid] = (end - start) / CLOCK_TICKS_PER_S / span_s
     mem_min = min(s.mem_available_fraction for s in chosen)
+    cluster_cpu_s = 0.0
+    delay_share: dict[int, float] = {}
+    for pid, (cpu_end, delay_end) in last.sched_ns.items():
+        # A process that started inside the window counts from its first sample.
+        start = next((s.sched_ns[pid] for s in chosen if pid in s.sched_ns), None)
+        if start is None or span_s <= 0:
+            continue
+        cluster_cpu_s += (cpu_end - start[0]) * 1e-9
+        delay_share[pid] = (delay_end - start[1]) * 1e-9 / span_s
+    cores = os.cpu_count() or 1
+    cluster_busy = cluster_cpu_s / (span_s * cores) if span_s > 0 else 0.0
+    worst_delay = max(delay_share.values(), default=0.0)
     figures: dict[str, Any] = {
         "cores": os.cpu_count(),
         "window_s": span_s,
         "samples": len(chosen),
-        "mean_cpu_busy": busy,
+        "mean_cpu_busy": busy,  # everything on the machine, this run or not
         "peak_cpu_busy": peak,
+        "cluster_cpu_busy": cluster_busy,  # this cluster's nodes and wires only
+        "max_run_delay_share": worst_delay,
+        "processes_tracked": len(delay_share),
         "max_wire_core_share": max(wire_share.values(), default=0.0),
         "wire_core_share": sorted(wire_share.values(), reverse=True),
         "min_mem_available_fraction": mem_min,
         "limits": {
-            "mean_cpu_busy": MAX_CPU_BUSY,
+            "cluster_cpu_busy": MAX_CPU_BUSY,
+            "run_delay_share": MAX_RUN_DELAY_SHARE,
             "wire_core_share": MAX_WIRE_CORE_SHARE,
             "mem_available_fraction": MIN_MEMORY_AVAILABLE,
         },
     }
     reasons = []
-    if busy > MAX_CPU_BUSY:
+    if cluster_busy > MAX_CPU_BUSY:
         reasons.append(
-            f"this machine's CPUs were {busy:.0%} busy over the measured iterations "
-            f"(limit {MAX_CPU_BUSY:.0%}): it, not the emulated cluster, was the bottleneck; "
-            "raise realrun.dilation"
+            f"the emulated cluster's processes kept this machine's CPUs {cluster_busy:.0%} busy "
+            f"over the measured iterations (limit {MAX_CPU_BUSY:.0%}): the machine, not the "
+            "emulated cluster, was the bottleneck; raise realrun.dilation"
+        )
+    if worst_delay > MAX_RUN_DELAY_SHARE:
+        reasons.append(
+            f"a process of the emulated cluster waited for a CPU {worst_delay:.0%} of the "
+            f"measured time (limit {MAX_RUN_DELAY_SHARE:.0%}; all cores {busy:.0%} busy): "
+            "this machine was the bottleneck"
         )
     if figures["max_wire_core_share"] > MAX_WIRE_CORE_SHARE:
         reasons.append(
