@@ -38,7 +38,7 @@ from realrun.record import RecordError, load_record
 
 INVALID_RETRIES = 1  # a run marked invalid is tried this many more times
 QUIET_BUSY = 0.30  # before a run, wait until this machine's CPUs are at most this busy...
-QUIET_WAIT_LIMIT_S = 20.0  # ...but no longer than this (then run anyway; the verdict judges)
+QUIET_WAIT_LIMIT_S = 5.0  # ...but no longer than this (then run anyway; the verdict judges)
 QUIET_PROBE_S = 1.0
 
 

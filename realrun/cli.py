@@ -104,8 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     d = record.environment.get("dilation", {})
     if d.get("factor", 1.0) != 1.0:
-        undilated = d["undilated_samples_per_s"]
-        print(f"  undilated (dilation {d['factor']:g}): {undilated:.1f} samples/s")
+        raw = d["raw_samples_per_s"]
+        print(f"  in scenario time; raw on this machine at dilation {d['factor']:g}: {raw:.1f}")
     if not record.valid:
         print(f"realrun: record marked invalid: {record.invalid_reason}", file=sys.stderr)
         return 3

@@ -66,6 +66,15 @@ class EmulatedDevice:
         return sum(self.forward_s) + sum(self.backward_s)
 
 
+def emulated_times_source(scenario) -> str:
+    """ "measured" (profile of this machine's device) or "model" (simscale's, for the GPU)."""
+    chosen = scenario.realrun.compute_times
+    if chosen != "auto":
+        return chosen
+    gpus = {layout(scenario).hosts[h].gpu for h in layout(scenario).worker_hosts}
+    return "measured" if gpus == {"cpu"} else "model"
+
+
 def emulated_device(scenario, rank: int) -> EmulatedDevice:
     """The timeline of worker ``rank`` of ``scenario`` under its ``realrun.dilation``."""
     spec = scenario.model.spec()
@@ -155,9 +164,8 @@ class EmulatedTrainer:
             "device_name": f"emulated {d.gpu}",
             "replicas": d.gpus,
             "gradient_aggregation": "replayed as time (simscale.worker.HostCopies)",
-            "dilation": d.dilation,
+            "time_dilation": d.dilation,
             "emulated_compute_s_per_iteration": d.iteration_s / d.dilation,
-            "loss": "not computed: emulated compute pushes synthetic gradients",
             "keys": len(d.key_elements),
         }
 
@@ -194,7 +202,7 @@ class EmulatedTrainer:
                 # does not count two rounds.
                 total = time.perf_counter() - start
                 t = IterationTiming(
-                    self.kv.rank, it, wall, total - self._wait_s, self._wait_s, total, 0.0
+                    self.kv.rank, it, wall, total - self._wait_s, self._wait_s, total, None
                 )
                 timings.append(t)
                 on_iteration(t)

@@ -3,9 +3,9 @@
 
 Checks what can be checked before anything starts (compute mode against dilation, root for the
 emulated cluster), builds the launcher, runs the ``Job``, then adds what only the launcher side
-knows: undilated figures (an emulated cluster at dilation D runs D times slower than the
-scenario, so undilated samples/s = raw x D) and, on the emulated cluster, this machine's load
-over the measured iterations with the verdict ``valid``/``invalid_reason``.
+knows: raw figures (the summary is in the scenario's time; an emulated cluster at dilation D
+runs D times slower, so raw samples/s = undilated / D) and, on the emulated cluster, this
+machine's load over the measured iterations with the verdict ``valid``/``invalid_reason``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
     check_compute(scenario)
     if options.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
-    if scenario.realrun.dilation != 1.0 and options.launcher != "netns":
-        raise ValueError(
-            f"realrun.dilation is {scenario.realrun.dilation:g}: only --launcher netns can "
-            "slow its links down to match; use dilation 1 here"
-        )
     if options.launcher == "netns":
         from realrun.netns import require_netns_support
 
@@ -109,17 +104,19 @@ def measured_window(record: RunRecord) -> tuple[float, float] | None:
 
 
 def with_launcher_findings(record: RunRecord, launcher: Any, scenario: Scenario) -> RunRecord:
-    """The record plus undilated figures and, when the launcher sampled it, this machine's load."""
+    """The record plus raw (dilated) figures and, when the launcher sampled it, this machine's
+    load."""
     env = dict(record.environment)
     d = float(scenario.realrun.dilation)
     s = record.summary
+    # The summary is in the scenario's (undilated) time; the iterations and these raw figures
+    # are this machine's wall clock: raw samples/s x D = undilated samples/s.
     env["dilation"] = {
         "factor": d,
         "compute": scenario.realrun.compute,
-        # Raw figures are this machine's clock; undilated ones are the scenario's.
-        "undilated_samples_per_s": s.samples_per_s * d if s else None,
-        "undilated_mean_iteration_s": s.mean_iteration_s / d if s else None,
-        "undilated_median_iteration_s": s.median_iteration_s / d if s else None,
+        "raw_samples_per_s": s.samples_per_s / d if s else None,
+        "raw_mean_iteration_s": s.mean_iteration_s * d if s else None,
+        "raw_median_iteration_s": s.median_iteration_s * d if s else None,
     }
     valid, reason = record.valid, record.invalid_reason
     sampler = getattr(launcher, "sampler", None)

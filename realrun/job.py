@@ -14,12 +14,15 @@ import logging
 import queue
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from realrun.emulated_compute import emulated_times_source
 from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
@@ -81,6 +84,11 @@ class Job:
         )
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.start_timeout_s = start_timeout_s
+        self.emulated = self.scenario.realrun.compute == "emulated"
+        self.dilation = self.scenario.realrun.dilation if self.emulated else 1.0
+        self.profile: dict[str, Any] | None = None
+        self._workdir: tempfile.TemporaryDirectory | None = None
+        self._worker_args: tuple[str, ...] = ()
         self.processes: list[NodeProcess] = []
         self.state = JobState()
         self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
@@ -96,16 +104,23 @@ class Job:
             self.state.error = f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})"
         except JobFailed as e:
             self.state.error = str(e)
+        except Exception as e:  # a launcher or profiling failure still leaves a record
+            log.exception("the job failed")
+            self.state.error = f"launcher: {type(e).__name__}: {e}"
         finally:
             self._teardown()
             if self.progress:
                 self.progress.close()
+            if self._workdir is not None:
+                self._workdir.cleanup()
         return self._record(started, time.monotonic() - t0)
 
     # ---- running ----
 
     def _run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        if self.emulated and emulated_times_source(self.scenario) == "measured":
+            self._measure_profile()
         scheduler = self._start("scheduler", 0, root_port=0)
         assert scheduler.stdout is not None
         self._reader = threading.Thread(
@@ -136,6 +151,30 @@ class Job:
         for p in self.processes:
             p.wait(max(0.0, end - time.monotonic()))
 
+    def _measure_profile(self) -> None:
+        """Emulated compute replays per-layer times measured here, once, on the real model."""
+        import torch
+
+        from realrun import torch_models
+        from realrun.compute_profile import measure
+        from realrun.training import resolve_devices
+
+        s = self.scenario
+        torch.set_num_threads(s.realrun.threads_per_worker)
+        device = resolve_devices(s.realrun.device, 1)[0]
+        profile = measure(
+            torch_models,
+            s.model.name,
+            s.training.batch_per_gpu,
+            str(device),
+            seed=s.simulation.seed,
+        )
+        self.profile = profile.to_dict()
+        self._workdir = tempfile.TemporaryDirectory(prefix="realrun-")
+        path = Path(self._workdir.name) / "compute_profile.json"
+        path.write_text(json.dumps(self.profile))
+        self._worker_args = ("--compute-profile", str(path))
+
     def _start(self, role: str, rank: int, root_port: int) -> NodeProcess:
         node = NodeEnv(
             role,
@@ -148,7 +187,7 @@ class Job:
             self.heartbeat_timeout_s,
             self.start_timeout_s,
         )
-        cmd = node_command(node, rank, self.scenario_path, self.overrides)
+        cmd = node_command(node, rank, self.scenario_path, self.overrides, self._worker_args)
         p = self.launcher.start(role, rank, cmd.argv, cmd.env)
         self.processes.append(p)
         return p
@@ -274,13 +313,16 @@ class Job:
             "num_servers": self.num_servers,
             "workers": {str(k): v for k, v in sorted(self.state.environments.items())},
             "nodes": self.state.nodes,
+            "compute": "emulated" if self.emulated else "real",
+            "time_dilation": self.dilation,
+            "compute_profile": self.profile,
         }
         return RunRecord(
             schema_version=SCHEMA_VERSION,
             scenario=s.to_dict(),
             environment=env,
             iterations=tuple(iterations),
-            summary=summarize(iterations, s.simulation.warmup_iterations, samples),
+            summary=summarize(iterations, s.simulation.warmup_iterations, samples, self.dilation),
             complete=complete,
             error=error,
             started_unix_s=started,

@@ -66,7 +66,11 @@ def project_root() -> Path:
 
 
 def node_command(
-    node: NodeEnv, rank: int, scenario_path: str | None = None, overrides: Sequence[str] = ()
+    node: NodeEnv,
+    rank: int,
+    scenario_path: str | None = None,
+    overrides: Sequence[str] = (),
+    worker_args: Sequence[str] = (),
 ) -> RoleCommand:
     """argv and environment of ``python -m realrun.node`` for one node."""
     argv = [sys.executable, "-m", "realrun.node"]
@@ -76,6 +80,7 @@ def node_command(
         argv += ["--scenario", str(Path(scenario_path).resolve())]
         for item in overrides:
             argv += ["--set", item]
+        argv += worker_args
     return RoleCommand(node.role, rank, tuple(argv), node.to_env())
 
 

@@ -16,6 +16,7 @@ import platform
 import socket
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from realrun.roles import NodeEnv, RoleError, node_env
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realrun.node", description=__doc__)
     parser.add_argument("--scenario", help="scenario YAML (workers)")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    parser.add_argument(
+        "--compute-profile",
+        help="measured ComputeProfile JSON (workers, realrun.compute: emulated)",
+    )
     args = parser.parse_args(argv)
     try:
         env = node_env()
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.scenario:
         print("realrun.node: a worker needs --scenario PATH", file=sys.stderr)
         return 2
-    return run_worker(env, args.scenario, args.set)
+    return run_worker(env, args.scenario, args.set, args.compute_profile)
 
 
 def run_scheduler(env: NodeEnv) -> int:
@@ -70,20 +75,26 @@ def run_server(env: NodeEnv) -> int:
         rank = po.start().rank
         log.info("server rank %d listening on %s:%d", rank, env.node_host, po.port)
         po.wait_closed()
-    except JobAborted as e:
-        log.error("%s", e)
-        return 1
+    except JobAborted:
+        pass  # po.error says why
     finally:
         po.close()
-    return 0 if po.error is None else 1
+    if po.error is not None:
+        log.error("%s", po.error)
+        return 1
+    return 0
 
 
-def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
+def run_worker(
+    env: NodeEnv, scenario_path: str, overrides: list[str], profile_path: str | None = None
+) -> int:
     import torch
 
     from realrun import torch_models
+    from realrun.compute_profile import ComputeProfile
     from realrun.kv_worker import KVWorker
     from realrun.postoffice import Postoffice
+    from realrun.replay import ReplayTrainer
     from realrun.tracker import JobAborted
     from realrun.training import Trainer
     from simscale.scenario import load_scenario
@@ -98,12 +109,16 @@ def run_worker(env: NodeEnv, scenario_path: str, overrides: list[str]) -> int:
         torch.set_num_threads(scenario.realrun.threads_per_worker)
         kv = KVWorker(po, bound, threshold)
         if scenario.realrun.compute == "emulated":
-            from realrun.emulated_compute import EmulatedTrainer, emulated_device
+            if profile_path is not None:  # times measured on this machine's device
+                profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
+                trainer = ReplayTrainer(kv, plan, profile, scenario.realrun.dilation)
+            else:  # times of the scenario's GPU from the simulator's compute model
+                from realrun.emulated_compute import EmulatedTrainer, emulated_device
 
-            device = emulated_device(scenario, rank)
-            trainer = EmulatedTrainer(
-                kv, device, plan.iterations, plan.seed, plan.sync, plan.optimizer
-            )
+                device = emulated_device(scenario, rank)
+                trainer = EmulatedTrainer(
+                    kv, device, plan.iterations, plan.seed, plan.sync, plan.optimizer
+                )
         else:
             trainer = Trainer(kv, plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})

@@ -202,11 +202,16 @@ class Postoffice:
                 if now >= next_beat:
                     self.van.send(SCHEDULER, Message(Kind.HEARTBEAT))
                     next_beat = now + HEARTBEAT_INTERVAL_S
-                limit = env.heartbeat_timeout_s if self.assignment else env.start_timeout_s
-                if now - (last_heard if self.assignment else started) > limit:
+                if self.assignment is None and now - started > env.start_timeout_s:
+                    self._abort(
+                        f"{env.role} got no rank from the scheduler at {env.root_address} "
+                        f"within {env.start_timeout_s:.0f} s: is it running there, and are "
+                        "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT right?"
+                    )
+                elif self.assignment and now - last_heard > env.heartbeat_timeout_s:
                     self._abort(
                         f"{env.role} lost the scheduler at {env.root_address}: "
-                        f"nothing heard for {limit:.0f} s"
+                        f"nothing heard for {env.heartbeat_timeout_s:.0f} s"
                     )
                 if self.error is not None or (self.shutdown.is_set() and env.role == "server"):
                     break
@@ -284,8 +289,7 @@ class Postoffice:
 
     def _abort(self, message: str) -> None:
         if self.error is None:
-            self.error = message
-            log.error("%s", message)
+            self.error = message  # the role's main logs it once, with who it is
         self.tracker.fail_all(JobAborted(message))
         self._ready.set()
 

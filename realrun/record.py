@@ -35,7 +35,7 @@ class IterationTiming:
     compute_s: float  # forward + backward + pushing (everything but waiting)
     wait_s: float  # blocked on pulled weights before a layer's forward (exposed communication)
     total_s: float
-    loss: float
+    loss: float | None  # None when compute was emulated (nothing was trained)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class Summary:
     mean_iteration_s: float
     median_iteration_s: float
     mean_wait_s: float
+    # Emulated clusters run links and compute this many times slower; every time above is
+    # already divided by it (emulated-cluster time), the iterations keep the wall clock.
+    time_dilation: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,10 @@ class RunRecord:
 
 
 def summarize(
-    iterations: Sequence[IterationTiming], warmup: int, samples_per_iteration: Sequence[int]
+    iterations: Sequence[IterationTiming],
+    warmup: int,
+    samples_per_iteration: Sequence[int],
+    time_dilation: float = 1.0,
 ) -> Summary | None:
     """Per-worker throughput = its samples per iteration / its mean measured iteration time.
 
@@ -83,20 +89,22 @@ def summarize(
     measured = [t for t in iterations if t.iteration >= warmup]
     if not measured:
         return None
+    d = time_dilation
     per_worker = []
     counts = []
     for w, samples in enumerate(samples_per_iteration):
-        mine = [t.total_s for t in measured if t.worker == w]
+        mine = [t.total_s / d for t in measured if t.worker == w]
         counts.append(len(mine))
         per_worker.append(samples / statistics.fmean(mine) if mine else 0.0)
-    totals = [t.total_s for t in measured]
+    totals = [t.total_s / d for t in measured]
     return Summary(
         measured_iterations=min(counts),
         samples_per_s=sum(per_worker),
         samples_per_s_per_worker=tuple(per_worker),
         mean_iteration_s=statistics.fmean(totals),
         median_iteration_s=statistics.median(totals),
-        mean_wait_s=statistics.fmean(t.wait_s for t in measured),
+        mean_wait_s=statistics.fmean(t.wait_s / d for t in measured),
+        time_dilation=d,
     )
 
 
@@ -149,8 +157,10 @@ def record_from_dict(data: Any) -> RunRecord:
             _expect(row[name], int, f"{where}.{name}")
             if row[name] < 0:
                 raise RecordError(f"{where}.{name} is {row[name]}, expected >= 0")
-        for name in ("start_unix_s", "compute_s", "wait_s", "total_s", "loss"):
+        for name in ("start_unix_s", "compute_s", "wait_s", "total_s"):
             _number(row[name], f"{where}.{name}")
+        if row["loss"] is not None:
+            _number(row["loss"], f"{where}.loss")
         for name in ("compute_s", "wait_s", "total_s"):
             if row[name] < 0:
                 raise RecordError(f"{where}.{name} is {row[name]}, expected >= 0")
@@ -161,8 +171,16 @@ def record_from_dict(data: Any) -> RunRecord:
         _expect(s, dict, "summary")
         _require(s, Summary, "summary")
         _expect(s["measured_iterations"], int, "summary.measured_iterations")
-        for name in ("samples_per_s", "mean_iteration_s", "median_iteration_s", "mean_wait_s"):
+        for name in (
+            "samples_per_s",
+            "mean_iteration_s",
+            "median_iteration_s",
+            "mean_wait_s",
+        ):
             _number(s[name], f"summary.{name}")
+        _number(s.setdefault("time_dilation", 1.0), "summary.time_dilation")
+        if s["time_dilation"] < 1:
+            raise RecordError(f"summary.time_dilation is {s['time_dilation']}, expected >= 1")
         _expect(s["samples_per_s_per_worker"], list, "summary.samples_per_s_per_worker")
         for j, v in enumerate(s["samples_per_s_per_worker"]):
             _number(v, f"summary.samples_per_s_per_worker[{j}]")

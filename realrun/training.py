@@ -28,6 +28,7 @@ from realrun.tracker import Handle
 # A pull that takes this long means the job is wedged; the Postoffice normally fails handles
 # much sooner (heartbeats), this only bounds the wait if everything else has failed.
 PULL_WAIT_LIMIT_S = 300.0
+INIT_WAIT_LIMIT_S = 60.0
 BARRIER_WAIT_LIMIT_S = 120.0  # worker 0 initialising a large model on every server
 _BUILD_LOCK = threading.Lock()
 DATA_POOL = 4  # distinct synthetic batches per replica, cycled: data loading is not measured
@@ -64,6 +65,19 @@ def resolve_devices(device: str, gpus: int) -> list[torch.device]:
             raise RuntimeError(f"{gpus} GPUs per worker asked for, this host has {have}")
         return [torch.device("cuda", i) for i in range(gpus)]
     return [torch.device("cpu")] * gpus
+
+
+def initialise_keys(
+    kv: KVWorker, plan: TrainPlan, values: list[np.ndarray], buffers: list[np.ndarray]
+) -> None:
+    """MXNet's start of training: worker 0 configures the servers and pushes the initial
+    values, everyone meets at a barrier, then every worker pulls them into ``buffers``."""
+    kv.configure(plan.sync, plan.optimizer).wait(INIT_WAIT_LIMIT_S)
+    for h in [kv.init(k, v) for k, v in enumerate(values)]:
+        h.wait(INIT_WAIT_LIMIT_S)
+    kv.po.barrier("worker").wait(BARRIER_WAIT_LIMIT_S)
+    for h in [kv.pull(k, buf) for k, buf in enumerate(buffers)]:
+        h.wait(INIT_WAIT_LIMIT_S)
 
 
 class Trainer:
@@ -152,15 +166,8 @@ class Trainer:
     # ---- set-up ----
 
     def _initialise(self) -> None:
-        kv, plan = self.kv, self.plan
-        kv.configure(plan.sync, plan.optimizer).wait(60.0)
-        inits = [kv.init(k, p.detach().cpu().numpy()) for k, p in enumerate(self.params[0])]
-        for h in inits:
-            h.wait(60.0)
-        kv.po.barrier("worker").wait(BARRIER_WAIT_LIMIT_S)
-        pulls = [kv.pull(k, buf) for k, buf in enumerate(self.buffers)]
-        for h in pulls:
-            h.wait(60.0)
+        values = [p.detach().cpu().numpy() for p in self.params[0]]
+        initialise_keys(self.kv, self.plan, values, self.buffers)
         for k in range(len(self.buffers)):
             self._copy_in(k)
 

@@ -107,3 +107,31 @@ def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
     for node in record.environment["nodes"]:
         with pytest.raises(ProcessLookupError):
             os.killpg(node["pid"], 0)
+
+
+@pytest.mark.slow
+def test_emulated_compute_replays_a_profile_measured_by_the_launcher(tmp_path):
+    out = tmp_path / "run.json"
+    proc = _realrun(
+        "-o",
+        str(out),
+        "--no-progress",
+        "--set",
+        "realrun.compute=emulated",
+        "--set",
+        "realrun.dilation=2",
+    )
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    record = load_record(out)
+    env = record.environment
+    assert (env["compute"], env["time_dilation"]) == ("emulated", 2.0)
+    assert env["compute_profile"]["model"] == "mlp" and env["compute_profile"]["batch"] == 32
+    assert env["workers"]["1"]["compute"] == "emulated"
+    assert all(t.loss is None for t in record.iterations)
+    # The summary is in emulated-cluster time: wall-clock iteration times halved.
+    measured = [t.total_s for t in record.iterations if t.worker == 0 and t.iteration >= 2]
+    assert record.summary.time_dilation == 2.0
+    assert record.summary.samples_per_s_per_worker[0] == pytest.approx(
+        32 / (statistics.fmean(measured) / 2)
+    )

@@ -3,6 +3,7 @@ naming role, rank and host, and leaves no process behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -14,8 +15,11 @@ import pytest
 from realrun_inprocess import InProcessJob
 
 from realrun.job import Job
+from realrun.kv_server import KVServer
 from realrun.kv_worker import KVWorker
+from realrun.launch import node_command
 from realrun.local_launcher import LocalLauncher
+from realrun.postoffice import Postoffice
 from realrun.roles import NodeEnv
 from realrun.scheduler import Scheduler
 from realrun.tracker import JobAborted
@@ -114,3 +118,39 @@ def test_a_node_that_never_arrives_stops_the_job_naming_what_is_missing():
         "job did not start: only 0 of 3 workers (missing rank 0, 1, 2) and 0 of 2 servers "
         "(missing rank 0, 1) registered with the scheduler at tcp://127.0.0.1:"
     )
+
+
+@pytest.mark.slow
+def test_when_the_scheduler_dies_every_node_gives_up_within_the_heartbeat_timeout():
+    launcher = LocalLauncher()
+    env = NodeEnv("scheduler", "127.0.0.1", 0, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0)
+    scheduler = launcher.start("scheduler", 0, node_command(env, 0).argv, env.to_env())
+    server_po = worker_po = None
+    try:
+        port = json.loads(scheduler.stdout.readline())["port"]
+        server_po = Postoffice(
+            NodeEnv("server", "127.0.0.1", port, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0),
+            handler=KVServer(1).handle,
+        )
+        worker_po = Postoffice(
+            NodeEnv("worker", "127.0.0.1", port, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0)
+        )
+        starting = threading.Thread(target=server_po.start)
+        starting.start()
+        worker_po.start()
+        starting.join(10)
+        os.kill(scheduler.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(JobAborted, match=r"lost the scheduler at tcp://127\.0\.0\.1:"):
+            worker_po.barrier().wait(10)  # a barrier nobody can complete any more
+        server_po.wait_closed(10)
+        assert time.monotonic() - killed < 3.0
+        assert server_po.error.startswith("server lost the scheduler")
+    finally:
+        for po in (worker_po, server_po):
+            if po is not None:
+                po.close()
+        scheduler.signal_group(signal.SIGKILL)
+        scheduler.wait(5)
+        scheduler.stdout.close()
+    assert _gone(scheduler.pid)
