@@ -53,8 +53,9 @@ def remote_command(argv: Sequence[str], env: dict[str, str], workdir: str) -> st
     node = f"exec env {assignments} {' '.join(shlex.quote(a) for a in argv)}"
     # setsid makes the inner shell a session (and group) leader: $$ is the group id, and the
     # node it execs keeps it. stdout carries the group id first, then the node's output.
+    # --wait: the ssh session lasts as long as the node and ends with its exit status.
     inner = f"echo {PGID_PREFIX}$$; {node}"
-    return f"cd {shlex.quote(workdir)} && exec setsid sh -c {shlex.quote(inner)}"
+    return f"cd {shlex.quote(workdir)} && exec setsid --wait sh -c {shlex.quote(inner)}"
 
 
 class SshProcess:
@@ -94,7 +95,8 @@ class SshProcess:
             return None
 
     def signal_group(self, sig: int) -> None:
-        if self.remote_pgid is not None:
+        # Once the ssh session has ended, so has the remote group (setsid --wait).
+        if self.remote_pgid is not None and self.popen.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired, OSError):
                 subprocess.run(
                     [*self._ssh, f"kill -{int(sig)} -- -{self.remote_pgid} 2>/dev/null; true"],

@@ -244,7 +244,7 @@ def test_hostfiles_and_the_remote_command(tmp_path: Path) -> None:
     assert launcher.host_of("scheduler", 0) == "10.0.0.1"
     assert launcher.ssh_argv("10.0.0.2")[-3:] == ["-o", "Port=2222", "10.0.0.2"]
     line = remote_command(["python", "-m", "realrun.node"], {"DMLC_ROLE": "server"}, "/a b")
-    assert line.startswith("cd '/a b' && exec setsid sh -c ")
+    assert line.startswith("cd '/a b' && exec setsid --wait sh -c ")
     assert "echo realrun-pgid $$; exec env DMLC_ROLE=server python -m realrun.node" in line
 
 
