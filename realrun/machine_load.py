@@ -4,12 +4,13 @@ An emulated cluster shares this machine's cores between every emulated host, the
 the delay wires. When they are saturated, iterations get slower for a reason the scenario does
 not contain, and the record would be silently wrong. ``LoadSampler`` reads, in a background
 thread of the launcher, ``/proc/stat`` (all cores) and, for every process of the cluster (nodes
-and delay wires), its CPU time and its run-queue delay from ``/proc/PID/task/*/schedstat``:
-the time its threads were ready to run but had no core. ``verdict`` turns the samples of the
-measured iterations into figures and a ruling. A run is invalid when
+and delay wires), the CPU time and run-queue delay of each of its threads from
+``/proc/PID/task/*/schedstat``: the time a thread was ready to run but had no core.
+``verdict`` turns the samples of the measured iterations into figures and a ruling. A run is
+invalid when
 
 - the cluster's own processes used more than 85% of all cores (the machine was the limit), or
-- one of its processes waited for a core more than 10% of the measured time (whoever took the
+- a thread of a node waited for a core more than 10% of the measured time (whoever took the
   cores: this run, or another program on the machine), or
 - a delay wire used more than 85% of its one core (it could not keep up with its link), or
 - memory ran out.
@@ -33,8 +34,8 @@ SAMPLE_INTERVAL_S = 0.25
 # Share of all cores the cluster's own processes may use: past it, run queues form and an
 # emulated host's process waits for a core, not for its network.
 MAX_CPU_BUSY = 0.85
-# Share of the measured time one cluster process may have waited, runnable, for a core: a node
-# on the critical path that waited this long stretched the iteration by up to as much.
+# Share of the measured time one thread of the cluster may have waited, runnable, for a core: a
+# node's thread on the critical path that waited this long stretched the iteration as much.
 MAX_RUN_DELAY_SHARE = 0.10
 # A delay wire is one Python thread: above this share of one core it cannot keep up with its
 # frames and adds delay the scenario does not have.
@@ -53,8 +54,9 @@ class LoadSample:
     total_ticks: int  # all cores, idle and iowait included
     wire_ticks: dict[int, int]  # delay-wire pid -> its utime+stime
     mem_available_fraction: float
-    # cluster process pid -> (CPU ns, run-queue delay ns), summed over its threads
+    # thread id -> (CPU ns, run-queue delay ns), of the nodes and of the delay wires
     sched_ns: dict[int, tuple[int, int]] = field(default_factory=dict)
+    wire_sched_ns: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_cpu_ticks(stat: str | None = None) -> tuple[int, int]:
@@ -76,20 +78,20 @@ def process_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])
 
 
-def schedstat_ns(pid: int) -> tuple[int, int] | None:
-    """(CPU ns, run-queue delay ns) of all threads of ``pid``; None once it is gone."""
-    cpu = delay = 0
+def thread_schedstats(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of ``pid``: (CPU ns, run-queue delay ns); empty once it is gone."""
+    found = {}
     try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                fields = (task / "schedstat").read_text().split()
-            except OSError:
-                continue  # a thread that just ended
-            cpu += int(fields[0])
-            delay += int(fields[1])
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return None
-    return cpu, delay
+        return found
+    for task in tasks:
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except OSError:
+            continue  # a thread that just ended
+        found[int(task.name)] = (int(fields[0]), int(fields[1]))
+    return found
 
 
 def mem_available_fraction() -> float:
@@ -134,13 +136,14 @@ class LoadSampler:
             ticks = process_ticks(pid)
             if ticks is not None:
                 wires[pid] = ticks
-        sched = {}
-        for pid in (*self.wire_pids(), *self.node_pids()):
-            ns = schedstat_ns(pid)
-            if ns is not None:
-                sched[pid] = ns
+        sched: dict[int, tuple[int, int]] = {}
+        wire_sched: dict[int, tuple[int, int]] = {}
+        for pid in self.node_pids():
+            sched.update(thread_schedstats(pid))
+        for pid in self.wire_pids():
+            wire_sched.update(thread_schedstats(pid))
         self.samples.append(
-            LoadSample(time.time(), busy, total, wires, mem_available_fraction(), sched)
+            LoadSample(time.time(), busy, total, wires, mem_available_fraction(), sched, wire_sched)
         )
 
     def _run(self) -> None:
@@ -149,6 +152,22 @@ class LoadSampler:
                 self.sample()
             except OSError:  # a wire vanished between listing and reading: next sample
                 continue
+
+
+def _thread_deltas(
+    chosen: Sequence[LoadSample], span_s: float, stats: Callable[[LoadSample], dict]
+) -> tuple[float, dict[int, float]]:
+    """CPU seconds of the threads over the samples, and each thread's run-delay share."""
+    cpu_s = 0.0
+    delay_share: dict[int, float] = {}
+    for tid, (cpu_end, delay_end) in stats(chosen[-1]).items():
+        # A thread that started inside the window counts from its first sample.
+        start = next((stats(s)[tid] for s in chosen if tid in stats(s)), None)
+        if start is None or span_s <= 0:
+            continue
+        cpu_s += (cpu_end - start[0]) * 1e-9
+        delay_share[tid] = (delay_end - start[1]) * 1e-9 / span_s
+    return cpu_s, delay_share
 
 
 def verdict(
@@ -181,15 +200,9 @@ def verdict(
         if start is not None and span_s > 0:
             wire_share[pid] = (end - start) / CLOCK_TICKS_PER_S / span_s
     mem_min = min(s.mem_available_fraction for s in chosen)
-    cluster_cpu_s = 0.0
-    delay_share: dict[int, float] = {}
-    for pid, (cpu_end, delay_end) in last.sched_ns.items():
-        # A process that started inside the window counts from its first sample.
-        start = next((s.sched_ns[pid] for s in chosen if pid in s.sched_ns), None)
-        if start is None or span_s <= 0:
-            continue
-        cluster_cpu_s += (cpu_end - start[0]) * 1e-9
-        delay_share[pid] = (delay_end - start[1]) * 1e-9 / span_s
+    node_cpu_s, delay_share = _thread_deltas(chosen, span_s, lambda s: s.sched_ns)
+    wire_cpu_s, wire_delay = _thread_deltas(chosen, span_s, lambda s: s.wire_sched_ns)
+    cluster_cpu_s = node_cpu_s + wire_cpu_s
     cores = os.cpu_count() or 1
     cluster_busy = cluster_cpu_s / (span_s * cores) if span_s > 0 else 0.0
     worst_delay = max(delay_share.values(), default=0.0)
@@ -201,7 +214,9 @@ def verdict(
         "peak_cpu_busy": peak,
         "cluster_cpu_busy": cluster_busy,  # this cluster's nodes and wires only
         "max_run_delay_share": worst_delay,
-        "processes_tracked": len(delay_share),
+        "node_threads_tracked": len(delay_share),
+        # A wire's wait only delays frames a little (latency), it is judged by its core share.
+        "max_wire_run_delay_share": max(wire_delay.values(), default=0.0),
         "max_wire_core_share": max(wire_share.values(), default=0.0),
         "wire_core_share": sorted(wire_share.values(), reverse=True),
         "min_mem_available_fraction": mem_min,
@@ -221,7 +236,7 @@ def verdict(
         )
     if worst_delay > MAX_RUN_DELAY_SHARE:
         reasons.append(
-            f"a process of the emulated cluster waited for a CPU {worst_delay:.0%} of the "
+            f"a thread of a node waited for a CPU {worst_delay:.0%} of the "
             f"measured time (limit {MAX_RUN_DELAY_SHARE:.0%}; all cores {busy:.0%} busy): "
             "this machine was the bottleneck"
         )

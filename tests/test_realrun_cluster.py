@@ -133,7 +133,7 @@ def _samples(
     busy: float, wire_ticks_per_s: int, cluster_cpu: float = 0.2, delay: float = 0.0
 ) -> list[LoadSample]:
     """Ten one-second samples of a 2-core machine (100 ticks per core-second): all cores
-    ``busy``, one wire, and one node process using ``cluster_cpu`` of both cores and waiting
+    ``busy``, one wire, and one node thread using ``cluster_cpu`` of both cores and waiting
     ``delay`` of the time for a core."""
     return [
         LoadSample(
@@ -163,7 +163,7 @@ def test_a_machine_that_held_the_cluster_back_makes_the_record_invalid(monkeypat
     _, reason = verdict(_samples(0.95, 20, cluster_cpu=0.9), window=None)
     assert reason is not None and "processes kept this machine's CPUs 90% busy" in reason
     _, reason = verdict(_samples(0.95, 20, delay=0.2), window=None)
-    assert reason is not None and "waited for a CPU 20% of the measured time" in reason
+    assert reason is not None and "thread of a node waited for a CPU 20%" in reason
     _, reason = verdict(_samples(0.5, tick), window=None)
     assert reason is not None and "delay wire used 100% of a core" in reason
 
