@@ -36,8 +36,8 @@ from simscale.scenario import load_scenario
 ROOT = Path(__file__).resolve().parent.parent
 MLP_DEDICATED = ROOT / "scenarios" / "emulated" / "mlp-dedicated.yaml"
 MLP_COLOCATED = ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml"
-KEYS = 16
-KEY_ELEMENTS = 62_500  # 250 kB per key, 4 MB per push
+KEYS = 64
+KEY_ELEMENTS = 62_500  # 250 kB per key, 16 MB per push
 
 # A communication-bound shape: 16 equal keys, no compute, 2 workers, dedicated servers.
 _ARRAYS = ", ".join(f"{{name: k{i}, elements: {KEY_ELEMENTS}, fwd_gflops: 0}}" for i in range(KEYS))
@@ -51,7 +51,7 @@ model:
   arrays: [{_ARRAYS}]
 training: {{batch_per_gpu: 1}}
 kvstore: {{mode: dist_sync, placement: dedicated}}
-simulation: {{warmup_iterations: 1, measured_iterations: 4, seed: 0}}
+simulation: {{warmup_iterations: 2, measured_iterations: 3, seed: 0}}
 realrun: {{compute: emulated}}
 """
 
@@ -301,9 +301,9 @@ def _assert_nothing_left(record, links_before: set[str]) -> None:
 @needs_netns
 @pytest.mark.parametrize("servers", [1, 2])
 def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, servers: int):
-    """2 workers, k dedicated servers, 100 Mbit/s (12.5 MB/s) NICs, M = 16 x 250 kB = 4 MB,
+    """2 workers, k dedicated servers, 100 Mbit/s (12.5 MB/s) NICs, M = 64 x 250 kB = 16 MB,
     no compute: an iteration takes at least max(M/B, n*M/(k*B)) (BytePS, domain.md), i.e.
-    0.64 s with one server (its NIC carries both workers' bytes) and 0.32 s with two.
+    2.56 s with one server (its NIC carries both workers' bytes) and 1.28 s with two.
     Pushes of later keys overlap the pulls of earlier ones, so the run stays within 15%."""
     scenario = tmp_path / "bound.yaml"
     scenario.write_text(BOUND_SCENARIO)
@@ -321,7 +321,7 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
     model_bytes = KEYS * KEY_ELEMENTS * 4
     rate = 100e6 / 8
     bound_s = max(model_bytes / rate, 2 * model_bytes / (servers * rate))
-    assert bound_s == pytest.approx(0.64 / servers)
+    assert bound_s == pytest.approx(2.56 / servers)
     measured_s = record.summary.median_iteration_s
     print(
         f"k={servers}: median iteration {measured_s:.3f} s, bound {bound_s:.3f} s, "
@@ -342,7 +342,7 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
 @needs_netns
 def test_a_failed_run_keeps_its_record_and_leaves_nothing(tmp_path: Path) -> None:
     """A run stopped by its time limit in the middle of training (dilation 50 makes each
-    iteration ~32 s) is torn down: no namespace, no node, root links untouched."""
+    iteration over 2 minutes) is torn down: no namespace, no node, root links untouched."""
     scenario = tmp_path / "bound.yaml"
     scenario.write_text(BOUND_SCENARIO)
     links_before = _root_links()
@@ -461,3 +461,41 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) 
         assert sshd.stderr is not None
         sshd.stderr.close()
     assert not _alive(sshd.pid)
+
+
+# -- the committed dataset ----------------------------------------------------------------------
+
+DATASET = ROOT / "runs" / "emulated-v1"
+
+
+def test_the_committed_dataset_loads_is_valid_and_spans_the_shapes_it_promises() -> None:
+    """runs/emulated-v1 (campaigns/emulated-v1.yaml): every record loads and validates, none is
+    incomplete or invalid, each configuration three times, and together they cover 1-8
+    workers, 1-8 servers, both placements, sync and async, three link speeds, two models."""
+    files = sorted(DATASET.glob("*.json"))
+    assert len(files) >= 40
+    records = [load_record(path) for path in files]
+    assert [p.name for p, r in zip(files, records, strict=True) if not r.complete] == []
+    assert [p.name for p, r in zip(files, records, strict=True) if not r.valid] == []
+    campaign = load_campaign(ROOT / "campaigns" / "emulated-v1.yaml")
+    assert sorted(f"{run.name}.json" for run in campaign.runs) == [p.name for p in files]
+    shapes = [
+        (
+            r.environment["num_workers"],
+            r.environment["num_servers"],
+            r.scenario["kvstore"]["placement"],
+            r.scenario["kvstore"]["mode"],
+            r.scenario["cluster"]["hosts"][0]["nic_gbps"],
+            r.scenario["model"]["name"],
+        )
+        for r in records
+    ]
+    assert {s[0] for s in shapes} >= {1, 2, 4, 8}
+    assert {s[1] for s in shapes} >= {1, 2, 4, 8}
+    assert {s[2] for s in shapes} == {"colocated", "dedicated"}
+    assert {s[3] for s in shapes} == {"dist_sync", "dist_async"}
+    assert {s[4] for s in shapes} >= {0.05, 0.2, 1.0}
+    assert {s[5] for s in shapes} == {"mlp", "resnet18"}
+    for r in records:
+        assert r.environment["workers"]["0"]["compute"] == "emulated"
+        assert r.environment["machine_load"]["max_run_delay_share"] <= 0.10
