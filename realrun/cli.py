@@ -1,15 +1,13 @@
-"""``realrun run SCENARIO --launcher local [-o RUN.json] [--set path=value ...]``."""
+"""``realrun run SCENARIO [--launcher local|netns|ssh] [-o RUN.json] [--set path=value ...]``,
+``realrun campaign FILE [-o DIR] [--repeats N]`` and ``realrun cleanup``."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
-from pathlib import Path
 
-from realrun.record import write_record
-
-LAUNCHERS = ("local",)
+from realrun.execute import LAUNCHERS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,7 +15,6 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train a scenario for real and record what was measured")
     run.add_argument("scenario", help="scenario YAML file")
-    run.add_argument("--launcher", choices=LAUNCHERS, default="local")
     run.add_argument("-o", "--output", help="run record path (default: runs/NAME.json)")
     run.add_argument(
         "--set",
@@ -34,42 +31,113 @@ def main(argv: list[str] | None = None) -> int:
         help="stop the job (record kept, complete=false) after this long",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    _launch_arguments(run)
+    campaign = sub.add_parser("campaign", help="run a YAML campaign of scenarios and overrides")
+    campaign.add_argument("campaign", help="campaign YAML file")
+    campaign.add_argument("-o", "--output", help="directory of records (default: runs/NAME)")
+    campaign.add_argument("--repeats", type=int, default=None, help="override the file's repeats")
+    campaign.add_argument(
+        "--timeout", type=float, default=600.0, metavar="SECONDS", help="per run (default 600)"
+    )
+    _launch_arguments(campaign, default="netns")
+    cleanup = sub.add_parser("cleanup", help="delete emulated-cluster leftovers of dead runs")
+    cleanup.add_argument("--force", action="store_true", help="also those of live runs")
     args = parser.parse_args(argv)
+    if args.command == "cleanup":
+        return _cleanup(args)
+    if args.command == "campaign":
+        return _campaign(args)
     return _run(args)
 
 
+def _launch_arguments(parser: argparse.ArgumentParser, default: str = "local") -> None:
+    parser.add_argument("--launcher", choices=LAUNCHERS, default=default)
+    parser.add_argument(
+        "-H", "--hostfile", help="ssh launcher: one host per line, servers and workers cycled"
+    )
+    parser.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="ssh launcher: passed as ssh -o OPTION, e.g. Port=2222 or IdentityFile=~/.ssh/k",
+    )
+
+
+def _options(args: argparse.Namespace):
+    from realrun.execute import LaunchOptions
+
+    return LaunchOptions(args.launcher, args.hostfile, tuple(args.ssh_option))
+
+
 def _run(args: argparse.Namespace) -> int:
-    from realrun.job import Job
-    from realrun.local_launcher import LocalLauncher
+    from realrun.execute import run_scenario
+    from realrun.netns import NetnsUnavailable
     from simscale.scenario import ScenarioError
 
-    try:
-        job = Job(
-            args.scenario,
-            LocalLauncher(),
-            args.set,
-            progress=not args.no_progress,
-            timeout_s=args.timeout,
-        )
-    except (ScenarioError, ValueError, OSError) as e:
-        print(f"realrun: {e}", file=sys.stderr)
-        return 2
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
     # the record, exactly as for Ctrl-C.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    record = job.run()
-    out = Path(args.output) if args.output else Path("runs") / f"{job.scenario.name}.json"
-    write_record(record, out)
+    try:
+        record, out = run_scenario(
+            args.scenario,
+            args.set,
+            _options(args),
+            args.output,
+            progress=not args.no_progress,
+            timeout_s=args.timeout,
+        )
+    except (ScenarioError, ValueError, OSError, NetnsUnavailable) as e:
+        print(f"realrun: {e}", file=sys.stderr)
+        return 2
     if not record.complete:
         print(f"realrun: run failed: {record.error} (partial record in {out})", file=sys.stderr)
         return 1
     s = record.summary
     assert s is not None
+    name = record.scenario.get("name", "")
+    workers = record.environment.get("num_workers")
     print(
-        f"{job.scenario.name}: {s.samples_per_s:.1f} samples/s over {job.num_workers} workers "
+        f"{name}: {s.samples_per_s:.1f} samples/s over {workers} workers "
         f"(median iteration {s.median_iteration_s * 1e3:.1f} ms, mean wait "
         f"{s.mean_wait_s * 1e3:.1f} ms); record {out}"
     )
+    d = record.environment.get("dilation", {})
+    if d.get("factor", 1.0) != 1.0:
+        raw = d["raw_samples_per_s"]
+        print(f"  in scenario time; raw on this machine at dilation {d['factor']:g}: {raw:.1f}")
+    if not record.valid:
+        print(f"realrun: record marked invalid: {record.invalid_reason}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from realrun.campaign import CampaignError, load_campaign, run_campaign
+    from realrun.netns import NetnsUnavailable
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        campaign = load_campaign(args.campaign, repeats=args.repeats)
+        return run_campaign(campaign, args.output, _options(args), timeout_s=args.timeout)
+    except (CampaignError, NetnsUnavailable) as e:
+        print(f"realrun: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("realrun: campaign interrupted; run it again to resume", file=sys.stderr)
+        return 130
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from realrun.netns import NetnsUnavailable, cleanup_leftovers
+
+    try:
+        deleted = cleanup_leftovers(force=args.force)
+    except NetnsUnavailable as e:
+        print(f"realrun: {e}", file=sys.stderr)
+        return 2
+    for namespace in deleted:
+        print(f"deleted {namespace}")
     return 0
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from realrun.emulated_compute import emulated_times_source
 from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
@@ -118,7 +119,7 @@ class Job:
 
     def _run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        if self.emulated:
+        if self.emulated and emulated_times_source(self.scenario) == "measured":
             self._measure_profile()
         scheduler = self._start("scheduler", 0, root_port=0)
         assert scheduler.stdout is not None

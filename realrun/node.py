@@ -109,10 +109,16 @@ def run_worker(
         torch.set_num_threads(scenario.realrun.threads_per_worker)
         kv = KVWorker(po, bound, threshold)
         if scenario.realrun.compute == "emulated":
-            if profile_path is None:
-                raise ValueError("realrun.compute is 'emulated' but no --compute-profile given")
-            profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
-            trainer = ReplayTrainer(kv, plan, profile, scenario.realrun.dilation)
+            if profile_path is not None:  # times measured on this machine's device
+                profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
+                trainer = ReplayTrainer(kv, plan, profile, scenario.realrun.dilation)
+            else:  # times of the scenario's GPU from the simulator's compute model
+                from realrun.emulated_compute import EmulatedTrainer, emulated_device
+
+                device = emulated_device(scenario, rank)
+                trainer = EmulatedTrainer(
+                    kv, device, plan.iterations, plan.seed, plan.sync, plan.optimizer
+                )
         else:
             trainer = Trainer(kv, plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})
@@ -139,19 +145,13 @@ def plan_from_scenario(scenario: Any, rank: int):
     kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
     if not kv.mode.startswith("dist_"):
         raise ValueError(f"kvstore.mode is {kv.mode!r}; realrun runs the dist_* modes only")
-    if rr.compute == "real" and rr.dilation != 1.0:
-        raise ValueError(
-            f"realrun.dilation is {rr.dilation}, but real compute cannot be slowed "
-            "down; use realrun.compute: emulated to dilate time"
-        )
+    check_compute(scenario)
     if tr.precision != "fp32":
         raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
-    if not scenario.model.name:
-        raise ValueError("realrun needs a zoo model name (model.name), not explicit arrays")
     total_gpus = sum(scenario.gpus_per_worker(r) for r in range(scenario.num_workers))
     opt = tr.optimizer
     plan = TrainPlan(
-        model=scenario.model.name,
+        model=scenario.model.name or "custom",  # explicit arrays: emulated compute only
         batch_per_gpu=tr.batch_per_gpu,
         gpus=scenario.gpus_per_worker(rank),
         iterations=sim.warmup_iterations + sim.measured_iterations,
@@ -164,6 +164,18 @@ def plan_from_scenario(scenario: Any, rank: int):
     )
     gc = kv.gradient_compression
     return plan, kv.bigarray_bound, (gc.threshold if gc.type == "2bit" else None)
+
+
+def check_compute(scenario: Any) -> None:
+    """ValueError unless realrun can run this scenario's compute mode and dilation."""
+    rr = scenario.realrun
+    if rr.compute == "real" and rr.dilation != 1.0:
+        raise ValueError(
+            f"realrun.dilation is {rr.dilation:g}, but real compute cannot be slowed down: "
+            "use realrun.compute=emulated with a dilation, or dilation 1"
+        )
+    if rr.compute == "real" and not scenario.model.name:
+        raise ValueError("realrun needs a zoo model name (model.name), not explicit arrays")
 
 
 def environment() -> dict[str, Any]:

@@ -66,6 +66,10 @@ class RunRecord:
     error: str | None = None
     started_unix_s: float = 0.0
     wall_s: float = 0.0
+    # False when this machine, not the emulated cluster, limited the run (CPU saturated, a
+    # delay wire behind): the timings are then not the scenario's and must not be fitted.
+    valid: bool = True
+    invalid_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,6 +189,9 @@ def record_from_dict(data: Any) -> RunRecord:
         raise RecordError("summary is missing, but the run is marked complete")
     for name in ("started_unix_s", "wall_s"):
         _number(data.get(name, 0.0), name)
+    _expect(data.get("valid", True), bool, "valid")
+    if data.get("invalid_reason") is not None:
+        _expect(data["invalid_reason"], str, "invalid_reason")
     return RunRecord(
         SCHEMA_VERSION,
         data["scenario"],
@@ -195,6 +202,8 @@ def record_from_dict(data: Any) -> RunRecord:
         data.get("error"),
         float(data.get("started_unix_s", 0.0)),
         float(data.get("wall_s", 0.0)),
+        data.get("valid", True),
+        data.get("invalid_reason"),
     )
 
 

@@ -256,6 +256,10 @@ class RealrunConfig:
     """How realrun executes the scenario (ignored by the simulator)."""
 
     compute: Literal["real", "emulated"] = "real"
+    # Where emulated compute takes its per-layer times: "measured" on this machine's device
+    # (realrun.compute_profile), "model" for the scenario's GPU (simscale.compute), "auto" =
+    # measured when the workers' GPU is "cpu" (the device here), model for an accelerator.
+    compute_times: Literal["auto", "measured", "model"] = "auto"
     dilation: float = field(default=1.0, metadata=at_least(1.0))
     threads_per_worker: int = field(default=1, metadata=at_least(1))
     device: Literal["auto", "cpu", "cuda"] = "auto"

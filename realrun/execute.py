@@ -1,0 +1,131 @@
+"""One run from scenario file to record file, on any launcher: what ``realrun run`` and
+``realrun campaign`` share.
+
+Checks what can be checked before anything starts (compute mode against dilation, root for the
+emulated cluster), builds the launcher, runs the ``Job``, then adds what only the launcher side
+knows: raw figures (the summary is in the scenario's time; an emulated cluster at dilation D
+runs D times slower, so raw samples/s = undilated / D) and, on the emulated cluster, this
+machine's load over the measured iterations with the verdict ``valid``/``invalid_reason``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from realrun.launch import Launcher
+from realrun.record import RunRecord, write_record
+from simscale.scenario import Scenario, load_scenario
+
+LAUNCHERS = ("local", "netns", "ssh")
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """How to start the nodes: the launcher name and, for ssh, the hosts and ssh options."""
+
+    launcher: str = "local"
+    hostfile: str | None = None
+    ssh_options: tuple[str, ...] = ()
+
+
+def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
+    """ValueError (or NetnsUnavailable) for a run that cannot be right, before starting it."""
+    from realrun.node import check_compute
+
+    check_compute(scenario)
+    if options.launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
+    if options.launcher == "netns":
+        from realrun.netns import require_netns_support
+
+        require_netns_support()
+    if options.launcher == "ssh" and not options.hostfile:
+        raise ValueError("--launcher ssh needs a hostfile (-H FILE)")
+
+
+@contextlib.contextmanager
+def open_launcher(scenario: Scenario, options: LaunchOptions) -> Iterator[Launcher]:
+    """The launcher, set up (a cluster built) and torn down around the job."""
+    if options.launcher == "netns":
+        from realrun.netns_launcher import NetnsLauncher
+
+        with NetnsLauncher(scenario) as launcher:
+            yield launcher
+    elif options.launcher == "ssh":
+        from realrun.ssh_launcher import SshLauncher, read_hostfile
+
+        assert options.hostfile is not None
+        yield SshLauncher(read_hostfile(options.hostfile), options.ssh_options)
+    else:
+        from realrun.local_launcher import LocalLauncher
+
+        yield LocalLauncher()
+
+
+def run_scenario(
+    scenario_path: str | Path,
+    overrides: Sequence[str] = (),
+    options: LaunchOptions | None = None,
+    output: str | Path | None = None,
+    progress: bool = True,
+    timeout_s: float | None = None,
+) -> tuple[RunRecord, Path]:
+    """Run once and write the record (default ``runs/NAME.json``); never raises for a failed
+    job (the record says), only for one that could not start."""
+    from realrun.job import Job
+
+    options = options or LaunchOptions()
+    path = str(scenario_path)
+    scenario = load_scenario(path, list(overrides))
+    check_runnable(scenario, options)
+    with open_launcher(scenario, options) as launcher:
+        job = Job(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        record = job.run()
+        record = with_launcher_findings(record, launcher, scenario)
+    out = Path(output) if output else Path("runs") / f"{scenario.name}.json"
+    write_record(record, out)
+    return record, out
+
+
+def measured_window(record: RunRecord) -> tuple[float, float] | None:
+    """Unix seconds from the first measured iteration's start to the last one's end."""
+    warmup = int(record.scenario["simulation"]["warmup_iterations"])
+    measured = [t for t in record.iterations if t.iteration >= warmup]
+    if not measured:
+        return None
+    return (
+        min(t.start_unix_s for t in measured),
+        max(t.start_unix_s + t.total_s for t in measured),
+    )
+
+
+def with_launcher_findings(record: RunRecord, launcher: Any, scenario: Scenario) -> RunRecord:
+    """The record plus raw (dilated) figures and, when the launcher sampled it, this machine's
+    load."""
+    env = dict(record.environment)
+    d = float(scenario.realrun.dilation)
+    s = record.summary
+    # The summary is in the scenario's (undilated) time; the iterations and these raw figures
+    # are this machine's wall clock: raw samples/s x D = undilated samples/s.
+    env["dilation"] = {
+        "factor": d,
+        "compute": scenario.realrun.compute,
+        "raw_samples_per_s": s.samples_per_s / d if s else None,
+        "raw_mean_iteration_s": s.mean_iteration_s * d if s else None,
+        "raw_median_iteration_s": s.median_iteration_s * d if s else None,
+    }
+    valid, reason = record.valid, record.invalid_reason
+    sampler = getattr(launcher, "sampler", None)
+    if sampler is not None:
+        from realrun.machine_load import verdict
+
+        sampler.sample()  # the job has ended: bracket the window from above
+        figures, problem = verdict(list(sampler.samples), measured_window(record))
+        env["machine_load"] = figures
+        if problem is not None and record.complete:
+            valid, reason = False, problem
+    return dataclasses.replace(record, environment=env, valid=valid, invalid_reason=reason)

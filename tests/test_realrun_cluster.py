@@ -1,0 +1,501 @@
+"""realrun on an emulated cluster: emulated GPUs, time dilation, the machine-load verdict, the
+netns and ssh launchers, campaigns.
+
+The first half needs no privileges. The second half builds real namespaces (``netns``,
+``slow``; skipped with the reason when not root) and checks a PS run against the analytic
+bound of domain.md, and that nothing of a run is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from realrun import cli, netns
+from realrun.campaign import CampaignError, done_already, load_campaign
+from realrun.emulated_compute import emulated_device, synthetic_gradients
+from realrun.execute import LaunchOptions, check_runnable, run_scenario
+from realrun.machine_load import LoadSample, read_cpu_ticks, verdict
+from realrun.netns_launcher import NetnsLauncher, host_links
+from realrun.record import load_record
+from realrun.ssh_launcher import SshLauncher, read_hostfile, remote_command
+from simscale.cluster import layout
+from simscale.compute import layer_times
+from simscale.costs import CostModel
+from simscale.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+MLP_DEDICATED = ROOT / "scenarios" / "emulated" / "mlp-dedicated.yaml"
+MLP_COLOCATED = ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml"
+KEYS = 64
+KEY_ELEMENTS = 62_500  # 250 kB per key, 16 MB per push
+
+# A communication-bound shape: 16 equal keys, no compute, 2 workers, dedicated servers.
+_ARRAYS = ", ".join(f"{{name: k{i}, elements: {KEY_ELEMENTS}, fwd_gflops: 0}}" for i in range(KEYS))
+BOUND_SCENARIO = f"""\
+name: bound
+cluster:
+  hosts:
+    - {{count: 2, gpus_per_host: 1, gpu: V100, nic_gbps: 0.1, latency_us: 50}}
+  server_hosts: {{count: 1, nic_gbps: 0.1, latency_us: 50}}
+model:
+  arrays: [{_ARRAYS}]
+training: {{batch_per_gpu: 1}}
+kvstore: {{mode: dist_sync, placement: dedicated}}
+simulation: {{warmup_iterations: 2, measured_iterations: 3, seed: 0}}
+realrun: {{compute: emulated}}
+"""
+
+
+# -- emulated GPUs and dilation ----------------------------------------------------------------
+
+
+def test_an_emulated_device_replays_the_simulators_layer_times_times_the_dilation() -> None:
+    scenario = load_scenario(MLP_COLOCATED, ["realrun.dilation=4", "training.batch_per_gpu=512"])
+    device = emulated_device(scenario, 0)
+    expected = layer_times(scenario.model.spec(), "V100", "fp32", 512, CostModel())
+    assert np.allclose(device.forward_s, expected.forward_s * 4)
+    assert np.allclose(device.backward_s, expected.backward_s * 4)
+    # mlp: three layers, each owning a weight and a bias, keys in layer order.
+    assert device.layer_keys == ((0, 1), (2, 3), (4, 5))
+    assert device.key_elements == (401_408, 512, 131_072, 256, 2_560, 10)
+    assert device.iteration_s == pytest.approx(expected.iteration_s * 4)
+
+
+def test_several_emulated_gpus_cost_the_simulators_host_copies() -> None:
+    """8 V100 on PCIe 3 (15.75 GB/s): summing a key is 8 copies up plus 7 sums at 0.1 ns/B;
+    the broadcast back is 8 copies down. One emulated CPU "GPU" costs nothing of the kind."""
+    scenario = load_scenario(MLP_COLOCATED, ["cluster.hosts[0].gpus_per_host=8"])
+    device = emulated_device(scenario, 1)
+    nbytes = 401_408 * 4
+    assert device.gpus == 8
+    assert device.reduce_s[0] == pytest.approx(8 * nbytes / 15.75e9 + 7 * nbytes * 0.1e-9)
+    assert device.broadcast_s[0] == pytest.approx(8 * nbytes / 15.75e9)
+    one_cpu = emulated_device(load_scenario(MLP_COLOCATED, ["cluster.hosts[0].gpu=cpu"]), 0)
+    assert one_cpu.reduce_s == (0.0,) * 6 and one_cpu.broadcast_s == (0.0,) * 6
+
+
+def test_synthetic_gradients_have_the_keys_sizes_and_are_the_same_every_run() -> None:
+    a = synthetic_gradients([5, 3], seed=0, rank=1)
+    b = synthetic_gradients([5, 3], seed=0, rank=1)
+    other = synthetic_gradients([5, 3], seed=0, rank=2)
+    assert [g.shape for g in a] == [(5,), (3,)] and all(g.dtype == np.float32 for g in a)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], other[0])
+    assert 0 < float(np.abs(a[0]).max()) < 0.01  # small: SGD weights stay finite
+
+
+def test_links_are_dilated_and_real_compute_refuses_a_dilation() -> None:
+    """64gpu: 25 Gbit/s, 25 us per NIC; at D=10 the emulated NIC runs 2500 Mbit/s, 250 us."""
+    scenario = load_scenario(ROOT / "scenarios" / "64gpu.yaml")
+    links = host_links(layout(scenario), 10.0)
+    assert len(links) == 8
+    assert (links[0].rate_mbit, links[0].latency_us) == (2_500.0, 250.0)
+    with pytest.raises(ValueError, match="real compute cannot be slowed down"):
+        check_runnable(
+            load_scenario(MLP_COLOCATED, ["realrun.compute=real", "realrun.dilation=2"]),
+            LaunchOptions(),
+        )
+    check_runnable(load_scenario(MLP_COLOCATED, ["realrun.dilation=2"]), LaunchOptions())
+
+
+def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> None:
+    """2 worker hosts + 2 dedicated server hosts: the scheduler on host 0, workers on 0 and 1,
+    servers on hosts 2 and 3; nothing is built before the launcher is entered."""
+    scenario = load_scenario(MLP_DEDICATED, ["cluster.server_hosts.count=2"])
+    launcher = NetnsLauncher(scenario)
+    addresses = [h.address for h in launcher.cluster.hosts]
+    assert addresses == ["10.77.0.1", "10.77.0.2", "10.77.0.3", "10.77.0.4"]
+    assert launcher.scheduler_host == "10.77.0.1"
+    assert [launcher.host_of("worker", r) for r in range(2)] == addresses[:2]
+    assert [launcher.host_of("server", r) for r in range(2)] == addresses[2:]
+    assert [link.rate_mbit for link in launcher.cluster.links] == [50.0] * 4
+
+
+# -- the machine-load verdict -------------------------------------------------------------------
+
+
+def test_cpu_ticks_are_read_from_proc_stat() -> None:
+    stat = "cpu  100 5 50 800 20 3 2 10 0 0\ncpu0 1 2 3 4\n"
+    assert read_cpu_ticks(stat) == (100 + 5 + 50 + 3 + 2 + 10, 990)
+
+
+def _samples(
+    busy: float, wire_ticks_per_s: int, cluster_cpu: float = 0.2, delay: float = 0.0
+) -> list[LoadSample]:
+    """Ten one-second samples of a 2-core machine (100 ticks per core-second): all cores
+    ``busy``, one wire, and one node thread using ``cluster_cpu`` of both cores and waiting
+    ``delay`` of the time for a core."""
+    return [
+        LoadSample(
+            1000.0 + t,
+            int(200 * busy * t),
+            200 * t,
+            {7: wire_ticks_per_s * t},
+            0.5,
+            {8: (int(2e9 * cluster_cpu * t), int(1e9 * delay * t))},
+        )
+        for t in range(10)
+    ]
+
+
+def test_a_machine_that_held_the_cluster_back_makes_the_record_invalid(monkeypatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    tick = os.sysconf("SC_CLK_TCK")
+    # The window is bracketed by the samples just outside it: 1001 .. 1007.
+    figures, reason = verdict(_samples(0.60, 20), window=(1002.0, 1006.0))
+    assert reason is None
+    assert figures["window_s"] == pytest.approx(6.0)
+    assert figures["mean_cpu_busy"] == pytest.approx(0.60)
+    assert figures["cluster_cpu_busy"] == pytest.approx(0.2)
+    assert figures["max_wire_core_share"] == pytest.approx(20 / tick)
+    # Another program kept the cores 95% busy, but no process of the cluster waited: valid.
+    assert verdict(_samples(0.95, 20), window=None)[1] is None
+    _, reason = verdict(_samples(0.95, 20, cluster_cpu=0.9), window=None)
+    assert reason is not None and "processes kept this machine's CPUs 90% busy" in reason
+    _, reason = verdict(_samples(0.95, 20, delay=0.2), window=None)
+    assert reason is not None and "thread of a node waited for a CPU 20%" in reason
+    _, reason = verdict(_samples(0.5, tick), window=None)
+    assert reason is not None and "delay wire used 100% of a core" in reason
+
+
+# -- campaigns ----------------------------------------------------------------------------------
+
+
+def test_a_campaign_expands_grids_and_repeats_into_named_runs(tmp_path: Path) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        f"name: c\nrepeats: 2\nset: ['simulation.measured_iterations=3']\nruns:\n"
+        f"  - scenario: {MLP_COLOCATED}\n    label: mlp\n"
+        f"    grid: {{'cluster.hosts[0].count': [2, 4], kvstore.mode: [dist_sync, dist_async]}}\n"
+        f"  - scenario: {MLP_DEDICATED}\n    set: ['cluster.hosts[0].count=1']\n"
+    )
+    campaign = load_campaign(spec)
+    assert [r.name for r in campaign.runs[:2]] == [
+        "mlp__count=2,mode=dist_sync__r1",
+        "mlp__count=2,mode=dist_sync__r2",
+    ]
+    assert len(campaign.runs) == 2 * 2 * 2 + 2
+    assert campaign.runs[-1].name == "mlp-dedicated__r2"
+    assert campaign.runs[3].overrides == (
+        "simulation.measured_iterations=3",
+        "cluster.hosts[0].count=2",
+        "kvstore.mode=dist_async",
+    )
+    assert len(load_campaign(spec, repeats=1).runs) == 5
+    spec.write_text(f"runs:\n  - scenario: {MLP_COLOCATED}\n  - scenario: {MLP_COLOCATED}\n")
+    with pytest.raises(CampaignError, match="same record"):
+        load_campaign(spec)
+    spec.write_text("runs:\n  - scenario: nowhere.yaml\n")
+    with pytest.raises(CampaignError, match=r"runs\[0\].scenario: no file"):
+        load_campaign(spec)
+
+
+def test_only_complete_valid_records_are_skipped_on_resume(tmp_path: Path) -> None:
+    base = {
+        "schema_version": 1,
+        "scenario": {},
+        "environment": {},
+        "iterations": [],
+        "summary": None,
+        "complete": False,
+        "error": "worker 1 died",
+    }
+    path = tmp_path / "r.json"
+    assert not done_already(path)
+    path.write_text(json.dumps(base))
+    assert not done_already(path)  # failed: run again
+    summary = {
+        "measured_iterations": 1,
+        "samples_per_s": 1.0,
+        "samples_per_s_per_worker": [1.0],
+        "mean_iteration_s": 1.0,
+        "median_iteration_s": 1.0,
+        "mean_wait_s": 0.0,
+    }
+    done = {**base, "complete": True, "error": None, "summary": summary}
+    path.write_text(json.dumps({**done, "valid": False, "invalid_reason": "CPU 99% busy"}))
+    assert not done_already(path)  # this machine was the bottleneck: run again
+    path.write_text(json.dumps(done))  # a record from before validity existed counts as valid
+    assert done_already(path)
+
+
+# -- the ssh launcher (no ssh needed) -----------------------------------------------------------
+
+
+def test_hostfiles_and_the_remote_command(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# lab\n10.0.0.1\n\n10.0.0.2  # second\n")
+    assert read_hostfile(hostfile) == ["10.0.0.1", "10.0.0.2"]
+    launcher = SshLauncher(read_hostfile(hostfile), ["Port=2222"])
+    # MXNet's launch.py cycles servers and workers over the hosts; the scheduler is first.
+    assert [launcher.host_of("server", r) for r in range(3)] == ["10.0.0.1", "10.0.0.2"] * 1 + [
+        "10.0.0.1"
+    ]
+    assert launcher.host_of("scheduler", 0) == "10.0.0.1"
+    assert launcher.ssh_argv("10.0.0.2")[-3:] == ["-o", "Port=2222", "10.0.0.2"]
+    line = remote_command(["python", "-m", "realrun.node"], {"DMLC_ROLE": "server"}, "/a b")
+    assert line.startswith("cd '/a b' && exec setsid --wait sh -c ")
+    assert "echo realrun-pgid $$; exec env DMLC_ROLE=server python -m realrun.node" in line
+
+
+def test_without_root_run_and_cleanup_say_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli.main(["run", str(MLP_COLOCATED), "--launcher", "netns"]) == 2
+    assert cli.main(["cleanup"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"realrun: {netns.ROOT_MESSAGE}"] * 2
+
+
+# -- real namespaces (root) ---------------------------------------------------------------------
+
+
+def _netns_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to create network namespaces"
+    if any(shutil.which(tool) is None for tool in ("ip", "tc")):
+        return "needs iproute2 (ip, tc)"
+    if not Path("/dev/net/tun").exists():
+        return "needs /dev/net/tun (CONFIG_TUN)"
+    return None
+
+
+_SKIP = _netns_skip_reason()
+needs_netns = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+def _root_links() -> set[str]:
+    out = netns.run_command(["ip", "-o", "link", "show"])
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _assert_nothing_left(record, links_before: set[str]) -> None:
+    prefix = record.environment["launcher_details"]["prefix"]
+    assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
+    assert _root_links() == links_before
+    assert record.environment["nodes"], "the scheduler reported its nodes"
+    assert [n for n in record.environment["nodes"] if _alive(int(n["pid"]))] == []
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@needs_netns
+@pytest.mark.parametrize("servers", [1, 2])
+def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, servers: int):
+    """2 workers, k dedicated servers, 100 Mbit/s (12.5 MB/s) NICs, M = 64 x 250 kB = 16 MB,
+    no compute: an iteration takes at least max(M/B, n*M/(k*B)) (BytePS, domain.md), i.e.
+    2.56 s with one server (its NIC carries both workers' bytes) and 1.28 s with two.
+    Pushes of later keys overlap the pulls of earlier ones, so the run stays within 15%."""
+    scenario = tmp_path / "bound.yaml"
+    scenario.write_text(BOUND_SCENARIO)
+    links_before = _root_links()
+    overrides = [f"cluster.server_hosts.count={servers}"]
+    record, _ = run_scenario(
+        scenario,
+        overrides,
+        LaunchOptions("netns"),
+        tmp_path / "r.json",
+        progress=False,
+        timeout_s=90,
+    )
+    assert record.complete, record.error
+    model_bytes = KEYS * KEY_ELEMENTS * 4
+    rate = 100e6 / 8
+    bound_s = max(model_bytes / rate, 2 * model_bytes / (servers * rate))
+    assert bound_s == pytest.approx(2.56 / servers)
+    measured_s = record.summary.median_iteration_s
+    print(
+        f"k={servers}: median iteration {measured_s:.3f} s, bound {bound_s:.3f} s, "
+        f"ratio {measured_s / bound_s:.3f}, load {record.environment['machine_load']}"
+    )
+    assert bound_s <= measured_s * 1.02  # never faster than the wire allows (2%: HTB burst)
+    assert measured_s <= bound_s * 1.15
+    assert record.valid, record.invalid_reason
+    env = record.environment
+    assert env["workers"]["0"]["compute"] == "emulated"
+    assert env["dilation"]["raw_samples_per_s"] == record.summary.samples_per_s  # D = 1
+    assert env["launcher_details"]["server_hosts"] == [f"server{s}" for s in range(servers)]
+    _assert_nothing_left(record, links_before)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@needs_netns
+def test_a_failed_run_keeps_its_record_and_leaves_nothing(tmp_path: Path) -> None:
+    """A run stopped by its time limit in the middle of training (dilation 50 makes each
+    iteration over 2 minutes) is torn down: no namespace, no node, root links untouched."""
+    scenario = tmp_path / "bound.yaml"
+    scenario.write_text(BOUND_SCENARIO)
+    links_before = _root_links()
+    record, out = run_scenario(
+        scenario,
+        ["realrun.dilation=50"],
+        LaunchOptions("netns"),
+        tmp_path / "r.json",
+        progress=False,
+        timeout_s=12,
+    )
+    assert not record.complete and "time limit" in (record.error or "")
+    assert load_record(out).environment["dilation"]["factor"] == 50.0
+    _assert_nothing_left(record, links_before)
+
+
+# -- ssh against this machine's own sshd (root) -------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ssh_skip_reason() -> str | None:
+    if not Path("/usr/sbin/sshd").exists() or shutil.which("ssh") is None:
+        return "needs openssh-server (/usr/sbin/sshd) and the ssh client"
+    if os.geteuid() != 0:
+        return "sshd needs root to switch to the logged-in user"
+    return None
+
+
+_SSH_SKIP = _ssh_skip_reason()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
+def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    for name in ("host", "client"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)],
+            check=True,
+            timeout=30,
+        )
+    authorized = keys / "authorized_keys"
+    authorized.write_text((keys / "client.pub").read_text())
+    port = _free_port()
+    pidfile = tmp_path / "sshd.pid"
+    Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
+    sshd = subprocess.Popen(
+        [
+            "/usr/sbin/sshd",
+            "-D",
+            "-e",
+            "-p",
+            str(port),
+            "-o",
+            "ListenAddress=127.0.0.1",
+            "-h",
+            str(keys / "host"),
+            "-o",
+            f"AuthorizedKeysFile={authorized}",
+            "-o",
+            "StrictModes=no",
+            "-o",
+            f"PidFile={pidfile}",
+            "-o",
+            "PermitRootLogin=prohibit-password",
+            "-o",
+            "PasswordAuthentication=no",
+            "-o",
+            "UsePAM=no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        hostfile = tmp_path / "hosts"
+        hostfile.write_text("127.0.0.1\n")
+        options = (
+            f"Port={port}",
+            f"IdentityFile={keys / 'client'}",
+            f"UserKnownHostsFile={tmp_path / 'known_hosts'}",
+        )
+        record, _ = run_scenario(
+            ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml",
+            ["simulation.warmup_iterations=1", "simulation.measured_iterations=2"],
+            LaunchOptions("ssh", str(hostfile), options),
+            tmp_path / "r.json",
+            progress=False,
+            timeout_s=90,
+        )
+        assert record.complete, record.error
+        assert record.environment["launcher"] == "ssh"
+        assert {n["host"] for n in record.environment["nodes"]} == {"127.0.0.1"}
+        assert len(record.iterations) == 2 * 3
+        # Every remote node has ended with the job.
+        assert [n for n in record.environment["nodes"] if _alive(int(n["pid"]))] == []
+    finally:
+        sshd.send_signal(signal.SIGTERM)
+        try:
+            sshd.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sshd.kill()
+            sshd.wait(timeout=10)
+        assert sshd.stderr is not None
+        sshd.stderr.close()
+    assert not _alive(sshd.pid)
+
+
+# -- the committed dataset ----------------------------------------------------------------------
+
+DATASET = ROOT / "runs" / "emulated-v1"
+
+
+def test_the_committed_dataset_loads_is_valid_and_spans_the_shapes_it_promises() -> None:
+    """runs/emulated-v1 (campaigns/emulated-v1.yaml): every record loads and validates, none is
+    incomplete or invalid, each configuration three times, and together they cover 1-8
+    workers, 1-8 servers, both placements, sync and async, three link speeds, two models."""
+    files = sorted(DATASET.glob("*.json"))
+    assert len(files) >= 40
+    records = [load_record(path) for path in files]
+    assert [p.name for p, r in zip(files, records, strict=True) if not r.complete] == []
+    assert [p.name for p, r in zip(files, records, strict=True) if not r.valid] == []
+    campaign = load_campaign(ROOT / "campaigns" / "emulated-v1.yaml")
+    assert sorted(f"{run.name}.json" for run in campaign.runs) == [p.name for p in files]
+    shapes = [
+        (
+            r.environment["num_workers"],
+            r.environment["num_servers"],
+            r.scenario["kvstore"]["placement"],
+            r.scenario["kvstore"]["mode"],
+            r.scenario["cluster"]["hosts"][0]["nic_gbps"],
+            r.scenario["model"]["name"],
+        )
+        for r in records
+    ]
+    assert {s[0] for s in shapes} >= {1, 2, 4, 8}
+    assert {s[1] for s in shapes} >= {1, 2, 4, 8}
+    assert {s[2] for s in shapes} == {"colocated", "dedicated"}
+    assert {s[3] for s in shapes} == {"dist_sync", "dist_async"}
+    assert {s[4] for s in shapes} >= {0.05, 0.2, 1.0}
+    assert {s[5] for s in shapes} == {"mlp", "resnet18"}
+    for r in records:
+        assert r.environment["workers"]["0"]["compute"] == "emulated"
+        assert r.environment["machine_load"]["max_run_delay_share"] <= 0.10
