@@ -132,9 +132,9 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
 # How realrun moves keys, which the simulator must model to be judged against it:
 # realrun/kv_worker.py's pushpull queues the pull request right behind its push and
 # realrun/kv_server.py parks it until the round's update; realrun/postoffice.py sends by
-# priority (earliest layer first) with at most DEFAULT_WINDOW_BYTES (16 MiB) in flight per
+# priority (earliest layer first) with at most DEFAULT_WINDOW_BYTES (256 KiB) in flight per
 # server (tests/test_calibration.py checks it).
-REALRUN_SEND_WINDOW_MB = 16.0
+REALRUN_SEND_WINDOW_MB = 0.25
 
 
 def _machine_cores(record: RunRecord) -> int | None:

@@ -10,7 +10,7 @@ import pytest
 
 from calibration.errors import CalibrationError
 from calibration.fit import fit
-from calibration.runs import load_runs
+from calibration.runs import as_realrun_ran, load_runs
 from calibration.validate import cross_validate
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize, write_record
 from simscale.cli import main
@@ -68,10 +68,11 @@ SHAPES = [
 
 
 def write_synthetic(folder: Path, scenarios: list[Scenario], costs: CostModel) -> list[Path]:
-    """Run records whose timings are what the simulator predicts under ``costs``."""
+    """Run records whose timings are what the simulator predicts under ``costs`` for the
+    scenario as realrun runs it (its protocol), which is how the loader reads records."""
     paths = []
     for i, s in enumerate(scenarios):
-        r = simulate(s, costs)
+        r = simulate(as_realrun_ran(s), costs)
         timings = [
             IterationTiming(
                 w.rank,
@@ -229,7 +230,7 @@ def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
 
 def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
     """Runs are simulated with realrun's send window and push acknowledgement."""
-    from calibration.runs import REALRUN_SEND_WINDOW_MB, as_realrun_ran
+    from calibration.runs import REALRUN_SEND_WINDOW_MB
     from realrun.postoffice import DEFAULT_WINDOW_BYTES
 
     assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES

@@ -14,7 +14,7 @@ strictly in order). ``priority`` is the application-level scheduler of P3 / Byte
 BytePS / realrun: messages wait in a priority queue (control messages first, then the lowest
 rank, i.e. the earliest layer) and are handed to the socket only while the data bytes in it
 that have not yet left stay within ``window_bytes`` (0: one message at a time, as P3's credit
-of one; realrun allows 16 MiB). That is what lets a pull overtake pushes still waiting, so the
+of one; realrun allows 256 KiB). That is what lets a pull overtake pushes still waiting, so the
 two directions of a NIC work at once.
 
 What is "in the socket" is handed to the network as one ``connection`` (this stream): the
