@@ -43,8 +43,8 @@ def family_key(s: Scenario) -> str:
     d = s.to_dict()
     d["cluster"]["hosts"][0]["count"] = 0
     kv = d["kvstore"]
-    if s.kvstore.placement == "colocated" and kv.get("servers") == s.num_workers:
-        kv["servers"] = "per-worker"
+    if s.kvstore.placement == "colocated" and kv.get("servers") in (None, s.num_workers):
+        kv["servers"] = "per-worker"  # unset means one per worker host, as launch.py does
     for k in ("name", "description", "simulation"):
         d.pop(k, None)
     return json.dumps(d, sort_keys=True)
@@ -128,7 +128,7 @@ def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
     fams.sort(key=lambda f: label_of(f[0][0]))
     cols = min(3, len(fams))
     rows = (len(fams) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.4 * cols, 4.8 * rows), squeeze=False)
     for ax, fam in zip(axes.flat, fams, strict=False):
         base = fam[0][0]
         gpus = [s.num_gpus for s, _, _ in fam]
@@ -167,7 +167,15 @@ def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         )
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = ax2.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
+        ax.legend(
+            h1 + h2,
+            l1 + l2,
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncol=2,
+            frameon=False,
+        )
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(fams) :]:
         ax.set_visible(False)
@@ -192,7 +200,7 @@ def per_worker(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "
     if not picked:
         return None
     picked = sorted(picked, key=lambda t: -(t[1].max() / t[1].min()))[:6]
-    fig, axes = plt.subplots(1, len(picked), figsize=(4.2 * len(picked), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(picked), figsize=(4.2 * len(picked), 4.3), squeeze=False)
     for ax, (scenario, rates) in zip(axes.flat, picked, strict=True):
         sim = simulate(scenario, costs)
         pred = [w.samples_per_s for w in sim.per_worker]
@@ -202,7 +210,9 @@ def per_worker(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "
         ax.set_xticks(x, [f"w{w.rank}{'*' if w.co_hosts_server else ''}" for w in sim.per_worker])
         ax.set_ylabel("samples/s")
         ax.set_title(label_of(scenario) + "\n(* co-hosts a server)", fontsize=8)
-        ax.legend(fontsize=7)
+        ax.legend(
+            fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False
+        )
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
