@@ -13,7 +13,8 @@ Summing a key over the G GPUs and copying the pulled weights back to them are *n
 numpy work: their cost on the emulated host would be this machine's memory speed, not the
 emulated one's. They are replayed as time instead, with the simulator's own formulas
 (``simscale.worker.HostCopies``): the sum on a serial copy engine between backward and push,
-the broadcast before the layer's forward that needs the key.
+the broadcast on another as each pull arrives; a layer's forward waits for its keys' broadcast
+(time waiting for it counts as exposed communication, as in the simulator's breakdown).
 """
 
 from __future__ import annotations
@@ -147,7 +148,10 @@ class EmulatedTrainer:
         self.optimizer = optimizer
         self.grads = synthetic_gradients(device.key_elements, seed, kv.rank)
         self.buffers = [np.zeros(n, dtype=np.float32) for n in device.key_elements]
-        self._pending: dict[int, Handle] = {}
+        self._pending: dict[int, tuple[Handle, threading.Event]] = {}
+        self._broadcasts: queue.SimpleQueue[tuple[int, Handle, threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
         self._outstanding: set[int] = set()  # handed to the copy engine, not yet awaited
         self._posted = threading.Condition()
         self._copies: queue.SimpleQueue[int | None] = queue.SimpleQueue()
@@ -175,7 +179,11 @@ class EmulatedTrainer:
         """Initialise the servers, replay ``iterations`` steps, return the timings."""
         self._initialise()
         engine = threading.Thread(target=self._copy_engine, name="copy-engine", daemon=True)
+        broadcaster = threading.Thread(
+            target=self._broadcast_engine, name="broadcast-engine", daemon=True
+        )
         engine.start()
+        broadcaster.start()
         d = self.device
         timings = []
         try:
@@ -210,6 +218,8 @@ class EmulatedTrainer:
         finally:
             self._copies.put(None)
             engine.join(PULL_WAIT_LIMIT_S)
+            self._broadcasts.put(None)
+            broadcaster.join(PULL_WAIT_LIMIT_S)
         return timings
 
     # ---- set-up ----
@@ -234,13 +244,30 @@ class EmulatedTrainer:
                 sleep_until(clock)
                 # Priority -key: the first layers' keys are needed first by the next forward.
                 handle = self.kv.pushpull(key, self.grads[key], self.buffers[key], priority=-key)
+                done = threading.Event()
+                self._broadcasts.put((key, handle, done))
                 with self._posted:
-                    self._pending[key] = handle
+                    self._pending[key] = (handle, done)
                     self._posted.notify_all()
         except BaseException as e:  # surfaced by _await, never lost
             with self._posted:
                 self._copy_error = e
                 self._posted.notify_all()
+
+    def _broadcast_engine(self) -> None:
+        """Copy each pulled key back to the GPUs (as time), in the order keys were pushed,
+        serially like one DMA engine; the key's forward waits for it (simscale does the same)."""
+        clock = time.perf_counter()
+        while (item := self._broadcasts.get()) is not None:
+            key, handle, done = item
+            try:
+                handle.wait(PULL_WAIT_LIMIT_S)
+            except BaseException:  # _await re-raises it from the handle
+                done.set()
+                continue
+            clock = max(clock, time.perf_counter()) + self.device.broadcast_s[key]
+            sleep_until(clock)
+            done.set()
 
     def _await(self, keys) -> None:
         for k in keys:
@@ -253,8 +280,8 @@ class EmulatedTrainer:
                         raise RuntimeError(f"copy engine failed: {self._copy_error}")
                     self._posted.wait(1.0)
                 self._outstanding.discard(k)
-                handle = self._pending.pop(k)
+                handle, broadcast = self._pending.pop(k)
             handle.wait(PULL_WAIT_LIMIT_S)
+            if not broadcast.wait(PULL_WAIT_LIMIT_S):
+                raise TimeoutError(f"key {k}: no copy back to the GPUs")
             self._wait_s += time.perf_counter() - t
-            # The copy back to the GPUs is device work, not waiting: it counts as compute.
-            sleep_until(time.perf_counter() + self.device.broadcast_s[k])

@@ -118,9 +118,12 @@ def _address(host: str) -> str:
 
 
 def _drain(stream: IO[str]) -> None:
+    """Read a node's stdout to its end (the ssh session's), then close it."""
     with contextlib.suppress(OSError, ValueError):
         for _ in stream:
             pass
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 class SshLauncher:
