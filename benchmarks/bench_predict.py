@@ -45,6 +45,12 @@ def main() -> None:
         default=256,
         help="largest size simulated with the fair-share network model",
     )
+    ap.add_argument(
+        "--full-max-gpus",
+        type=int,
+        default=256,
+        help="larger sizes are listed as not run (pass 1024 to try them)",
+    )
     args = ap.parse_args()
     base = ROOT / "scenarios" / "64gpu.yaml"
 
@@ -58,6 +64,14 @@ def main() -> None:
                 print(
                     f"{gpus:>6} {network:>9}  not run: above --fairshare-max-gpus "
                     f"{args.fairshare_max_gpus} (256 GPUs already take ~50 CPU s)"
+                )
+                continue
+            if gpus > args.full_max_gpus:
+                print(
+                    f"{gpus:>6} {network:>9}  not run: above --full-max-gpus "
+                    f"{args.full_max_gpus}; with a server per host, 128 hosts split every big "
+                    "array 128 ways and one FIFO prediction was still unfinished after 15 CPU "
+                    "minutes (2026-11-22)"
                 )
                 continue
             overrides = [*scaled(gpus), f"simulation.network_model={network}"]
