@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from realrun.launch import project_root
+from realrun.local_launcher import LocalProcess
 
 SSH_CONNECT_TIMEOUT_S = 10
 PGID_TIMEOUT_S = 30.0  # ssh connect + remote shell start; the first line names the group
@@ -58,17 +59,14 @@ def remote_command(argv: Sequence[str], env: dict[str, str], workdir: str) -> st
     return f"cd {shlex.quote(workdir)} && exec setsid --wait sh -c {shlex.quote(inner)}"
 
 
-class SshProcess:
-    """A node running on a remote host, seen through its local ssh client."""
+class SshProcess(LocalProcess):
+    """A node running on a remote host, seen through its local ssh client (whose poll and wait
+    are the local process's; only reading output and signalling differ)."""
 
     def __init__(
         self, role: str, rank: int, host: str, popen: subprocess.Popen, ssh: list[str]
     ) -> None:
-        self.role = role
-        self.rank = rank
-        self.host = host
-        self.popen = popen
-        self.pid = popen.pid
+        super().__init__(role, rank, host, popen)
         self._ssh = ssh
         self.remote_pgid = self._read_pgid()
         self.stdout: IO[str] | None = popen.stdout if role == "scheduler" else None
@@ -84,15 +82,6 @@ class SshProcess:
         if line.startswith(PGID_PREFIX):
             return int(line[len(PGID_PREFIX) :].strip())
         return None  # ssh failed; poll() will say so
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout_s: float) -> int | None:
-        try:
-            return self.popen.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
 
     def signal_group(self, sig: int) -> None:
         # Once the ssh session has ended, so has the remote group (setsid --wait).
