@@ -34,6 +34,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from realrun import delay_wire
+from realrun.net_counters import HostCounters, read_qdisc, read_tcp
 from realrun.netns import (
     PROJECT_TAG,
     NetnsUnavailable,
@@ -326,6 +327,18 @@ class EmulatedCluster:
     def one_way_latency_s(self, a: str | int | EmulatedHost, b: str | int | EmulatedHost) -> float:
         """Configured latency of a message from ``a`` to ``b``: both NICs' one-way latency."""
         return (self.host(a).link.latency_us + self.host(b).link.latency_us) * 1e-6
+
+    def counters(self) -> list[HostCounters]:
+        """Every host's NIC drops (both ends) and TCP counters since the cluster was built."""
+        return [
+            HostCounters(
+                host=host.name,
+                egress=read_qdisc(host.namespace, HOST_DEVICE),
+                ingress=read_qdisc(self.switch_namespace, f"h{host.index}"),
+                tcp=read_tcp(host.namespace),
+            )
+            for host in self.hosts
+        ]
 
     def describe(self) -> dict[str, Any]:
         """The shaping actually applied, for a run record's environment section."""

@@ -22,7 +22,7 @@ from realrun.emulated_cluster import EmulatedCluster, HostLink
 from realrun.launch import child_environ
 from realrun.local_launcher import LocalProcess
 from realrun.machine_load import LoadSampler
-from realrun.netns import namespace_pids, run_command
+from realrun.netns import NetnsCommandError, namespace_pids, run_command
 from simscale.cluster import Layout, layout
 
 MBIT_PER_GBIT = 1000.0
@@ -113,6 +113,7 @@ class NetnsLauncher:
     def describe(self) -> dict[str, Any]:
         return {
             **self.cluster.describe(),
+            "network_counters": self._counters(),
             "tcp": {
                 "congestion_control": TCP_CONGESTION_CONTROL,
                 "limit_output_bytes": TCP_LIMIT_OUTPUT_BYTES,
@@ -122,6 +123,13 @@ class NetnsLauncher:
             "server_hosts": [self.cluster.hosts[i].name for i in self.layout.server_hosts],
             "scheduler_host": self.cluster.hosts[0].name,
         }
+
+    def _counters(self) -> list[dict[str, Any]] | dict[str, str]:
+        """Drops and TCP counters of every host, read while the cluster still stands."""
+        try:
+            return [c.to_dict() for c in self.cluster.counters()]
+        except (NetnsCommandError, ValueError) as exc:
+            return {"error": f"could not read the network counters: {exc}"}
 
     def start(self, role: str, rank: int, argv: Sequence[str], env: dict[str, str]) -> LocalProcess:
         host = self.cluster.hosts[self.host_index(role, rank)]
