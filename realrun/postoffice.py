@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from realrun.message import Kind, Message
+from realrun.msgtrace import trace_from_environment
 from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
 from realrun.tracker import Handle, JobAborted, RequestFailed, Tracker
 from realrun.van import Incoming, Van
@@ -92,6 +93,7 @@ class Postoffice:
         self._sent_bytes: dict[int, tuple[str, int]] = {}  # request id -> (peer, bytes)
         self._thread = threading.Thread(target=self._run, name=f"{env.role}-io", daemon=True)
         self._identity = f"{env.role}-{self.hostname}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.trace = trace_from_environment(env.role)
 
     # ---- used from any thread ----
 
@@ -117,6 +119,8 @@ class Postoffice:
             heapq.heappush(
                 self._queues.setdefault(peer, []), (-priority, next(self._seq), msg, msg.nbytes)
             )
+        if self.trace is not None:
+            self.trace.log("post", peer, msg)
         self._wake()
 
     def request(
@@ -196,6 +200,8 @@ class Postoffice:
             next_beat = started
             while not self._stop.is_set():
                 for inc in self.van.poll(0.05):
+                    if self.trace is not None:
+                        self.trace.log("recv", inc.peer or repr(inc.identity), inc.msg)
                     if inc.peer == SCHEDULER:
                         last_heard = time.monotonic()
                         self._from_scheduler(inc.msg)
@@ -235,6 +241,8 @@ class Postoffice:
             self.assignment = Assignment(
                 int(b["rank"]), int(b["num_workers"]), int(b["num_servers"]), tuple(b["servers"])
             )
+            if self.trace is not None:
+                self.trace.log("rank", str(self.assignment.rank), msg)
             if self.env.role == "worker":
                 for i, address in enumerate(self.assignment.servers):
                     self.van.connect(
@@ -277,13 +285,20 @@ class Postoffice:
         assert inc.identity is not None
         for identity, answer in self.handler(inc):
             self.van.reply(identity, answer)
+            if self.trace is not None:
+                self.trace.log("send", repr(identity), answer)
 
     def _flush(self) -> None:
         with self._lock:
             ready: list[tuple[str, Message]] = []
             for peer, heap in self._queues.items():
                 busy = self._in_flight.get(peer, 0)
-                while heap and (busy == 0 or busy + heap[0][3] <= self.window_bytes):
+                # A message without payload (a pull request, a control message) takes no room
+                # in the window and never waits for it: a pushpull's pull request leaves right
+                # behind its push, as designed, not after that push is acknowledged.
+                while heap and (
+                    heap[0][3] == 0 or busy == 0 or busy + heap[0][3] <= self.window_bytes
+                ):
                     _, _, msg, nbytes = heapq.heappop(heap)
                     if nbytes and msg.request_id:
                         busy += nbytes
@@ -292,6 +307,8 @@ class Postoffice:
                 self._in_flight[peer] = busy
         for peer, msg in ready:
             self.van.send(peer, msg)
+            if self.trace is not None:
+                self.trace.log("send", peer, msg)
 
     def _abort(self, message: str) -> None:
         if self.error is None:
@@ -305,3 +322,5 @@ class Postoffice:
                 return
             van, self.van = self.van, None  # type: ignore[assignment]
         van.close()
+        if self.trace is not None:
+            self.trace.close()

@@ -67,3 +67,18 @@ def test_small_messages_share_the_window_and_go_together():
         )
     po._flush()
     assert [key for _, key in po.van.sent] == [4, 3, 2, 1, 0]  # 5 x 0.2 MB fit in 1 MB
+
+
+def test_a_pull_request_leaves_right_behind_its_push_even_with_the_window_full():
+    """pushpull queues push and pull together: the pull request carries no payload, so a push
+    bigger than the window must not hold it back until that push is acknowledged."""
+    po = Postoffice(NodeEnv("worker", "127.0.0.1", 1, 1, 1, "127.0.0.1"), window_bytes=MB)
+    po.van.close()
+    po.van = RecordingVan()
+    handle = Handle(3, "pushpull")
+    big = np.zeros(2 * MB // 4, dtype=np.float32)  # 2 MB, twice the window
+    po.request("server-0", Message(Kind.PUSH, key=5, arrays=(big,)), handle, 0)
+    po.request("server-0", Message(Kind.PULL, key=5), handle, 0)
+    po.request("server-0", Message(Kind.PUSH, key=6, arrays=(big,)), handle, -1)
+    po._flush()
+    assert po.van.sent == [("server-0", 5), ("server-0", 5)]  # push, then its pull; not key 6
