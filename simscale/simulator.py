@@ -291,9 +291,15 @@ class Simulation:
         key = (direction, worker, server)
         if key not in self._connections:
             w, sv = self.layout.worker_hosts[worker], self.layout.server_hosts[server]
-            self._connections[key] = (
-                self._stream(w, sv) if direction == "w2s" else self._stream(sv, w)
-            )
+            if direction == "w2s":
+                stream = self._stream(w, sv)
+                if self.scenario.kvstore.pull_request == "with_push":
+                    # The server acknowledges each push on receipt, on its one connection back
+                    # to this worker, behind any pull reply already in it (realrun/kv_server).
+                    stream.ack = lambda credit: self._server_stream(server, worker).send(0, credit)
+            else:
+                stream = self._stream(sv, w)
+            self._connections[key] = stream
         return self._connections[key]
 
     def _on_start(self, it: int) -> None:

@@ -90,6 +90,33 @@ def test_a_priority_window_lets_what_fits_into_the_socket_in_order():
     assert done == pytest.approx({"r3": 0.5 + PATH, "r2": 0.6 + PATH, "r1": 1.1 + PATH})
 
 
+def test_a_window_credit_sent_back_on_the_reverse_connection_waits_behind_its_data():
+    """realrun's server acknowledges a push on its one connection back to the worker: with a
+    1 GB reply leaving on it from t=0, the ack of push a (0.2 GB, arrived at 0.2 s) leaves only
+    at 1 s, so push b (0.05 GB, beyond the 0.1 GB window) starts then, not at 0.2 s."""
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(2, B, LAT))
+    forward = Stream(env, net, 0, 1, PATH, priority=True, window_bytes=0.1 * GB)
+    back = Stream(env, net, 1, 0, PATH, priority=True, window_bytes=0.1 * GB)
+    forward.ack = lambda credit: back.send(0, credit)
+    done = {}
+    sends(env, back, [("reply", 0, GB, 0)], done)
+    sends(env, forward, [("a", 0, GB / 5, 0), ("b", 0, GB / 20, 1)], done)
+    env.run()
+    assert done["a"] == pytest.approx(0.2 + PATH)
+    assert done["b"] == pytest.approx(1.0 + PATH + 0.05 + PATH)
+
+
+def test_without_a_reverse_connection_the_credit_comes_one_latency_after_arrival():
+    done = one_stream(
+        "fairshare",
+        [("a", 0, GB / 5, 0), ("b", 0, GB / 20, 1)],
+        priority=True,
+        window_bytes=0.1 * GB,
+    )
+    assert done["b"] == pytest.approx(0.2 + 2 * PATH + 0.05 + PATH)
+
+
 class PerMessage:
     """A network wrapper that ignores connections the old way: the Stream's messages are
     separate transfers, each requested only when the one before it on its connection has left.

@@ -49,6 +49,7 @@ class Stream:
         "_seq",
         "_socket",
         "_unsent",
+        "ack",
         "dst",
         "env",
         "latency_s",
@@ -82,6 +83,11 @@ class Stream:
         self._seq = itertools.count()
         self._in_flight = 0.0  # data bytes handed to the socket and not yet credited back
         self._unsent = 0  # data messages handed to the network whose last byte has not left
+        # How the receiver's acknowledgement of a data message travels back, crediting the byte
+        # window: a control message on the reverse connection (set by the owner), where it waits
+        # behind the data already in that socket, as realrun's does behind a big pull reply on
+        # the same TCP connection; None: one latency after the data arrived.
+        self.ack: Callable[[Callable[[], None]], None] | None = None
 
     def send(self, nbytes: float, on_arrival: Callable[[], None], rank: float = 0.0) -> None:
         """Queue a message; ``on_arrival()`` is called when its last byte has arrived. With
@@ -137,9 +143,12 @@ class Stream:
     def _arrived(self, nbytes: float, on_arrival: Callable[[], None]) -> None:
         on_arrival()
         if 0 < self.window_bytes < math.inf:
-            # A byte window is credited back by the receiver's acknowledgement, one latency
-            # after the data arrived (realrun/postoffice.py counts unacknowledged bytes).
-            self.env.timeout(self.latency_s).callbacks.append(lambda _e: self._release(nbytes))
+            # A byte window is credited back by the receiver's acknowledgement
+            # (realrun/postoffice.py counts unacknowledged bytes).
+            if self.ack is not None:
+                self.ack(lambda: self._release(nbytes))
+            else:
+                self.env.timeout(self.latency_s).callbacks.append(lambda _e: self._release(nbytes))
 
     def _release(self, nbytes: float) -> None:
         self._in_flight -= nbytes
