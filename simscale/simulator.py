@@ -72,6 +72,8 @@ class Simulation:
             self.topology,
             bandwidth_factor=costs.bandwidth_factor,
             latency_factor=costs.latency_factor,
+            share_sigma=costs.tcp_share_sigma,
+            seed=s.simulation.seed,
         )
         mode = s.kvstore.mode
         bpe = BYTES_PER_ELEMENT[s.training.precision]

@@ -645,3 +645,79 @@ def test_refill_replays_the_rounds_a_change_cannot_reach():
         members[link][3] = None
         n_on_link[link] += 1
     assert solver.solve(members, n_on_link, paths, count, set(paths[3])) == {2: B / 2, 3: B / 2}
+
+
+# ----- unequal TCP shares (fair-share model) --------------------------------------------------
+
+
+def test_unequal_shares_split_a_link_by_weight_and_waste_none_of_it():
+    """Host 0 sends 0.5 GB to host 1 and 0.5 GB to host 2: with share weights the two finish
+    at different times, but the egress stays full, so the last finishes at 1 s as with equal
+    shares, and the first finishes no later than with equal shares."""
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(3, B, LAT), share_sigma=0.5, seed=3)
+    done = run_transfers(net, env, [("a", 0.0, 0, 1, GB / 2), ("b", 0.0, 0, 2, GB / 2)])
+    first, last = sorted(done.values())
+    assert last == pytest.approx(1.0 + 2 * LAT, rel=1e-9)
+    assert first < 1.0 + 2 * LAT - 1e-3
+
+
+def test_share_weights_follow_the_seed():
+    def times(seed):
+        env = simpy.Environment()
+        net = make_network(
+            "fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.5, seed=seed
+        )
+        return run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
+
+    assert times(1) == times(1)
+    assert times(1) != times(2)
+
+
+def test_weighted_shares_are_exact_for_drawn_weights():
+    """Three senders into host 3 with weights w_s: sender s gets w_s / sum(w) of the ingress
+    until the first finishes (all send the same 0.1 GB), so the first finishes at
+    0.1 GB / (B w_max / sum w)."""
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.8, seed=7)
+    done = run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
+    z = np.random.default_rng(7).standard_normal(3)
+    w = np.exp(0.8 * z)
+    assert min(done.values()) == pytest.approx(0.1 / (w.max() / w.sum()) + 2 * LAT, rel=1e-9)
+    assert max(done.values()) == pytest.approx(0.3 + 2 * LAT, rel=1e-9)
+
+
+def test_zero_spread_is_plain_max_min():
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.0, seed=7)
+    done = run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
+    assert done == pytest.approx({s: 0.3 + 2 * LAT for s in range(3)}, rel=1e-12)
+
+
+@pytest.mark.parametrize("sigma", [-0.1, math.inf, math.nan])
+def test_an_impossible_share_spread_is_rejected(sigma):
+    with pytest.raises(ValueError, match="share_sigma"):
+        make_network(
+            "fairshare", simpy.Environment(), Topology.uniform(2, B, LAT), share_sigma=sigma
+        )
+
+
+@given(
+    weights=st.lists(st.floats(0.05, 20.0), min_size=1, max_size=6),
+    caps=st.lists(st.floats(0.5, 5.0), min_size=3, max_size=3),
+)
+@settings(max_examples=60, deadline=None)
+def test_fractional_weights_fill_progressively_and_terminate(weights, caps):
+    """solve_rounds with real-valued weights (the share weights): every flow crosses link 0
+    and one of links 1, 2; no link is overfilled and every flow meets a full link."""
+    from simscale.network.fairshare import solve_rounds
+
+    n = len(weights)
+    links = np.array([[0, 1 + i % 2] for i in range(n)])
+    cap_ext = np.array([*caps, np.inf])
+    w = np.array(weights)
+    rate = solve_rounds(cap_ext, links, np.full(n, np.inf), w)
+    load = np.bincount(links.ravel(), weights=np.repeat(rate * w, 2), minlength=4)[:3]
+    assert np.all(load <= cap_ext[:3] * (1 + 1e-9))
+    full = load >= cap_ext[:3] * (1 - 1e-9)
+    assert all(full[links[i]].any() for i in range(n))

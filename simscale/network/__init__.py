@@ -71,13 +71,17 @@ def make_network(
     bandwidth_factor: float = 1.0,
     latency_factor: float = 1.0,
     stream_max_Bps: float | None = None,
+    share_sigma: float = 0.0,
+    seed: int = 0,
 ) -> Network:
     """Build the network model named ``kind`` on ``topology``.
 
     ``bandwidth_factor`` scales every NIC and core capacity to what is usable (SimGrid's LV08
     model uses 0.97), ``latency_factor`` scales every path latency; calibration fits both.
     ``stream_max_Bps`` caps a single transfer's rate (one TCP stream often cannot fill a fast
-    NIC, BytePS OSDI'20 §4); None means no cap. Same-host copies use none of these.
+    NIC, BytePS OSDI'20 §4); None means no cap. ``share_sigma`` spreads the shares of
+    concurrent TCP flows (log-normal weights per host pair and busy period, drawn from ``seed``;
+    0: equal max-min shares). Same-host copies use none of these.
     """
     try:
         cls = NETWORK_KINDS[kind]
@@ -90,4 +94,6 @@ def make_network(
         bandwidth_factor=bandwidth_factor,
         latency_factor=latency_factor,
         stream_max_Bps=stream_max_Bps,
+        share_sigma=share_sigma,
+        seed=seed,
     )

@@ -206,6 +206,10 @@ def fill_heap(
     return rate
 
 
+# Below this, a link's unfrozen weight is rounding residue of fractional weights, not a flow.
+WEIGHT_RESIDUE = 1e-9
+
+
 def solve_rounds(
     cap_ext: FloatArray, links: IntArray, bound: FloatArray, weight: FloatArray | None = None
 ) -> FloatArray:
@@ -282,6 +286,11 @@ def solve_rounds(
             load = np.repeat(new_rate, k) if w is None else np.repeat(new_rate, k) * w
             headroom -= np.bincount(touched, weights=load, minlength=n_ext)
             n_unfrozen -= np.bincount(touched, weights=w, minlength=n_ext)
+            if w is not None:
+                # Fractional weights leave rounding residue where every flow is frozen.
+                done = n_unfrozen <= WEIGHT_RESIDUE
+                n_unfrozen[done] = 0.0
+                headroom[done] = np.inf
             if saturated is not None:
                 headroom[saturated] = np.inf
             n_unfrozen[sentinel] = 0.0

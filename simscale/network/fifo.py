@@ -25,7 +25,12 @@ from dataclasses import dataclass
 import simpy
 
 from simscale.network.arrival import Arrival
-from simscale.network.flows import _notify_in, check_factors, check_transfer
+from simscale.network.flows import (
+    _notify_in,
+    check_factors,
+    check_share_sigma,
+    check_transfer,
+)
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
 
@@ -52,8 +57,13 @@ class FifoNetwork:
         bandwidth_factor: float = 1.0,
         latency_factor: float = 1.0,
         stream_max_Bps: float | None = None,
+        share_sigma: float = 0.0,
+        seed: int = 0,
     ) -> None:
+        # share_sigma and seed are accepted for the common contract and unused: a FIFO NIC
+        # serves whole messages in turn, it does not share its rate between flows.
         check_factors(bandwidth_factor, latency_factor, stream_max_Bps)
+        check_share_sigma(share_sigma)
         self.env = env
         self.topology = topology
         self._latency_factor = latency_factor
