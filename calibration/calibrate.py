@@ -28,10 +28,12 @@ def calibrate(
         devices = []
     else:
         devices = [d.strip() for d in scope.split(",") if d.strip()]
+    modes = {r.scenario.realrun.compute for r in runset.runs}
     profile = Profile(
         schema_version=PROFILE_SCHEMA_VERSION,
         costs=result.costs,
         scope=tuple(devices),
+        compute=modes.pop() if len(modes) == 1 and scope is None else "",
         fit=FitInfo(
             date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             records=tuple(sorted(r.sha256 for r in runset.runs)),

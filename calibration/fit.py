@@ -30,6 +30,9 @@ class Parameter:
     name: str
     lower: float
     upper: float
+    # Where a search starts when the base value is outside the bounds (a cost whose default 0
+    # switches the effect off would otherwise start at the lower bound, where it barely acts).
+    start: float | None = None
 
     @property
     def log_scale(self) -> bool:
@@ -48,6 +51,8 @@ class Parameter:
         return replace(costs, **{self.name: value})
 
     def to_x(self, value: float) -> float:
+        if self.start is not None and not self.lower <= value <= self.upper:
+            value = self.start
         value = min(max(value, self.lower), self.upper)
         return math.log(value) if self.log_scale else value
 
@@ -66,6 +71,7 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("server_merge_ns_per_byte", 0.005, 100.0),
         Parameter("server_update_ns_per_byte", 0.005, 100.0),
         Parameter("overlap_loss", 0.0, 1.0),
+        Parameter("tcp_share_sigma", 0.02, 2.0, start=0.3),
         Parameter("compute_efficiency/cpu/fp32", 0.005, 1.0),
     )
 }
@@ -74,6 +80,7 @@ DEFAULT_FIT = (
     "message_overhead_us",
     "server_update_ns_per_byte",
     "latency_factor",
+    "tcp_share_sigma",
 )
 
 

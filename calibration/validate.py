@@ -9,13 +9,16 @@ repeats, summarised overall and per group (sync/async, co-located/dedicated, lin
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from calibration.errors import CalibrationError
-from calibration.fit import DEFAULT_FIT, FitResult, fit, predict
+from calibration.fit import DEFAULT_FIT, fit, predict
 from calibration.runs import Run, mean_by_shape
 from simscale.costs import CostModel
 from simscale.scenario import Scenario
@@ -120,8 +123,10 @@ def cross_validate(
     folds: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    jobs: int | None = None,
 ) -> Report:
-    """Leave-one-shape-out (``folds=None``) or k-fold over shapes."""
+    """Leave-one-shape-out (``folds=None``) or k-fold over shapes; folds run in ``jobs``
+    processes (default: one per core)."""
     base = base or CostModel()
     shapes = mean_by_shape(runs)
     keys = sorted(shapes)
@@ -138,13 +143,31 @@ def cross_validate(
         order = np.random.default_rng(seed).permutation(len(keys))
         split = [[keys[i] for i in order[f::folds]] for f in range(folds)]
         method = f"{folds}-fold over shapes (seed {seed})"
-    # Start every fold from the fit on everything: same optimum region, far fewer evaluations.
-    everything = fit(runs, names, base) if names else None
+    # Every fold is fitted from the defaults on its training shapes alone: starting it from a
+    # fit on everything would let the held-out shape steer where the search ends.
+    tasks = [
+        ([r for r in runs if r.shape not in held], [shapes[k][0] for k in held]) for held in split
+    ]
+    predicted: dict[int, list[float]] = {}
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    if workers == 1:
+        for i, (train, held_scenarios) in enumerate(tasks):
+            predicted[i] = _fold(train, held_scenarios, names, base)
+            if progress is not None:
+                progress(i + 1, len(tasks))
+    else:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            futures = {
+                pool.submit(_fold, train, held_scenarios, names, base): i
+                for i, (train, held_scenarios) in enumerate(tasks)
+            }
+            for done, future in enumerate(as_completed(futures), 1):
+                predicted[futures[future]] = future.result()
+                if progress is not None:
+                    progress(done, len(tasks))
     predictions: list[Prediction] = []
     for i, held in enumerate(split):
-        train = [r for r in runs if r.shape not in held]
-        costs = _fit_costs(train, names, base, everything)
-        for k in held:
+        for k, value in zip(held, predicted[i], strict=True):
             scenario, mean, std, n = shapes[k]
             predictions.append(
                 Prediction(
@@ -154,17 +177,15 @@ def cross_validate(
                     measured=mean,
                     measured_std=std,
                     repeats=n,
-                    predicted=predict(scenario, costs),
+                    predicted=value,
                 )
             )
-        if progress is not None:
-            progress(i + 1, len(split))
     return Report(method, tuple(predictions), tuple(names))
 
 
-def _fit_costs(
-    train: Sequence[Run], names: Sequence[str], base: CostModel, start: FitResult | None
-) -> CostModel:
-    if not names:
-        return base
-    return fit(train, names, base, start=start.costs if start else None).costs
+def _fold(
+    train: Sequence[Run], held: Sequence[Scenario], names: Sequence[str], base: CostModel
+) -> list[float]:
+    """One fold: fit ``names`` on ``train``, predict the held-out scenarios."""
+    costs = fit(train, names, base).costs if names else base
+    return [predict(s, costs) for s in held]

@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(p)
     p.add_argument("--kfold", type=int, metavar="K", help="k-fold over shapes instead of LOSO")
     p.add_argument(
+        "--jobs", type=int, metavar="N", help="folds fitted in parallel (default: one per core)"
+    )
+    p.add_argument(
         "--published",
         action="store_true",
         help="also compare with the published measurements in calibration/published",
@@ -142,9 +145,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         costs = profile.costs_for(scenario, force=args.force_profile)
         if not (args.force_profile or profile.applies_to(scenario)):
             print(
-                f"note: profile {args.profile} applies to worker devices "
-                f"{', '.join(profile.scope)}; this scenario's are not all among them, so the "
-                "default costs are used (--force-profile to apply it anyway)",
+                f"note: profile {args.profile} applies to {profile.describe_scope()}; this "
+                "scenario is outside it, so the default costs are used (--force-profile to "
+                "apply it anyway)",
                 file=sys.stderr,
             )
     sim = Simulation(scenario, costs, trace=args.trace is not None)
@@ -269,10 +272,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"training error: mean {result.mape:.1%}, worst {result.ape.max():.1%} "
         "(in-sample; run `simscale validate` for held-out error)"
     )
-    print(
-        f"profile written to {args.output} (applies to worker devices: "
-        f"{', '.join(profile.scope) or 'all'})"
-    )
+    print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
     return 0
 
 
@@ -291,7 +291,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"\rvalidating: fold {i}/{n}   ", end="", file=sys.stderr, flush=True)
 
         report = cross_validate(
-            list(runset.runs), _fit_names(args.fit), folds=args.kfold, progress=progress
+            list(runset.runs),
+            _fit_names(args.fit),
+            folds=args.kfold,
+            progress=progress,
+            jobs=args.jobs,
         )
         print(file=sys.stderr)
         out["cross_validation"] = report.to_dict()

@@ -2,7 +2,9 @@
 
 A profile fitted on one world (say realrun on CPU workers over an emulated network) must not
 silently change predictions for unrelated hardware: it applies to scenarios whose worker devices
-are all in its ``scope`` and leaves others on the defaults, unless the user forces it.
+are all in its ``scope`` and, when it names one, whose ``realrun.compute`` is its ``compute``
+(a profile fitted on emulated V100s is not one for a real V100 cluster); others keep the
+defaults unless the user forces it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Profile:
     costs: CostModel
     # Worker devices (simscale.hardware GPU names) the fit is valid for; empty means everywhere.
     scope: tuple[str, ...] = ()
+    # The realrun compute mode of the runs it was fitted on ("real" or "emulated"); empty: any.
+    compute: str = ""
     fit: FitInfo = field(default_factory=FitInfo)
     description: str = ""
 
@@ -50,9 +54,18 @@ class Profile:
             )
 
     def applies_to(self, scenario: Scenario) -> bool:
+        if self.compute and scenario.realrun.compute != self.compute:
+            return False
         if not self.scope:
             return True
         return all(g.resolved()[1] in self.scope for g in scenario.cluster.hosts)
+
+    def describe_scope(self) -> str:
+        """Where the profile applies, in words."""
+        devices = ", ".join(self.scope) or "any"
+        return f"worker devices {devices}" + (
+            f", realrun.compute: {self.compute}" if self.compute else ""
+        )
 
     def costs_for(self, scenario: Scenario, force: bool = False) -> CostModel:
         """The fitted costs when the scenario is in scope (or forced), else the defaults."""
