@@ -2,7 +2,7 @@
 
 A campaign file is YAML::
 
-    name: emulated-v1
+    name: emulated-v2
     repeats: 3                       # each configuration this many times
     set: [realrun.compute=emulated]  # overrides for every run
     runs:

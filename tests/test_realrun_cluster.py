@@ -473,11 +473,11 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) 
 
 # -- the committed dataset ----------------------------------------------------------------------
 
-DATASET = ROOT / "runs" / "emulated-v1"
+DATASET = ROOT / "runs" / "emulated-v2"
 
 
 def test_the_committed_dataset_loads_is_valid_and_spans_the_shapes_it_promises() -> None:
-    """runs/emulated-v1 (campaigns/emulated-v1.yaml): every record loads and validates, none is
+    """runs/emulated-v2 (campaigns/emulated-v2.yaml): every record loads and validates, none is
     incomplete or invalid, each configuration three times, and together they cover 1-8
     workers, 1-8 servers, both placements, sync and async, three link speeds, two models."""
     files = sorted(DATASET.glob("*.json"))
@@ -485,7 +485,7 @@ def test_the_committed_dataset_loads_is_valid_and_spans_the_shapes_it_promises()
     records = [load_record(path) for path in files]
     assert [p.name for p, r in zip(files, records, strict=True) if not r.complete] == []
     assert [p.name for p, r in zip(files, records, strict=True) if not r.valid] == []
-    campaign = load_campaign(ROOT / "campaigns" / "emulated-v1.yaml")
+    campaign = load_campaign(ROOT / "campaigns" / "emulated-v2.yaml")
     assert sorted(f"{run.name}.json" for run in campaign.runs) == [p.name for p in files]
     shapes = [
         (
