@@ -22,10 +22,10 @@ than a latency, whose timing is dominated by that latency either way.
 Unequal TCP shares: TCP flows through one drop-tail FIFO do not split it evenly, and in
 synchronous training the flow that loses out makes its worker late, whose next pushes then make
 every server wait. With ``share_sigma`` > 0, each host pair's flows weigh exp(sigma * z), z drawn
-from a seeded standard normal whenever the pair's busy period starts, and links are shared by
-weighted max-min (still work-conserving); 0 is plain max-min fairness. Measured on the emulated
-cluster: the co-located 4- and 8-host jobs idled their NICs a fifth of the time waiting on such a
-late worker, which equal shares cannot reproduce.
+whenever the pair's busy period starts, from that pair's own seeded standard-normal stream, and
+links are shared by weighted max-min (still work-conserving); 0 is plain max-min fairness.
+Measured on the emulated cluster: the co-located 4- and 8-host jobs idled their NICs a fifth of
+the time waiting on such a late worker, which equal shares cannot reproduce.
 
 Cost per event instant: every start and end at one simulated instant is batched into ONE
 re-solve, run after all other events of that instant (priority ``AFTER_NORMAL``); it replays the
@@ -126,8 +126,12 @@ class FairShareNetwork:
         self._dirty: set[int] = set()
         self._refill = RefillSolver(cap)
         self._share_sigma = share_sigma
-        self._rng = np.random.default_rng(seed)
-        self._class_weight = np.ones(16)  # per path class: its flows' share weight
+        self._seed = seed
+        # Per path class: its flows' share weight, and the host pair's own random stream, so
+        # that the k-th busy period of a pair gets the same draw whatever else changes (common
+        # random numbers: a fit that varies share_sigma sees a smooth response).
+        self._class_weight = np.ones(16)
+        self._class_rng: list[np.random.Generator] = []
         # The link -> live classes incidence and per-link live flow counts are kept up to date
         # as flows come and go, so a re-solve does not rebuild them.
         self._members: list[dict[int, None]] = [{} for _ in range(n_links)]
@@ -421,6 +425,7 @@ class FairShareNetwork:
         if cls >= self._class_weight.shape[0]:
             self._class_weight = np.resize(self._class_weight, 2 * cls)
         self._class_weight[cls] = 1.0
+        self._class_rng.append(np.random.default_rng((self._seed, src, dst)))
         return cls
 
     def _admit_pending(self) -> None:
@@ -442,7 +447,7 @@ class FairShareNetwork:
             path = self._class_paths[cls]
             if not count[cls]:
                 if self._share_sigma > 0:  # a new busy period: a new share weight
-                    z = self._rng.standard_normal()
+                    z = self._class_rng[cls].standard_normal()
                     self._class_weight[cls] = math.exp(self._share_sigma * z)
                 self._live_classes[cls] = None
                 for link in path:
