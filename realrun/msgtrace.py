@@ -35,7 +35,8 @@ class MessageTrace:
             f"{msg.request_id}\t{msg.nbytes}\n"
         )
         with self._lock:
-            self._file.write(line)
+            if not self._file.closed:  # a late post during shutdown is not worth a crash
+                self._file.write(line)
 
     def close(self) -> None:
         with self._lock:

@@ -507,6 +507,11 @@ def test_the_committed_dataset_loads_is_valid_and_spans_the_shapes_it_promises()
     for r in records:
         assert r.environment["workers"]["0"]["compute"] == "emulated"
         assert r.environment["machine_load"]["max_run_delay_share"] <= 0.10
+        # Every host's NIC and TCP counters were read before teardown.
+        details = r.environment["launcher_details"]
+        counters = details["network_counters"]
+        assert [c["host"] for c in counters] == [h["name"] for h in details["hosts"]]
+        assert all(c["tcp"]["OutSegs"] > 0 and c["egress"]["sent_bytes"] > 0 for c in counters)
 
 
 @pytest.mark.slow
