@@ -677,14 +677,31 @@ def test_share_weights_follow_the_seed():
 def test_weighted_shares_are_exact_for_drawn_weights():
     """Three senders into host 3 with weights w_s: sender s gets w_s / sum(w) of the ingress
     until the first finishes (all send the same 0.1 GB), so the first finishes at
-    0.1 GB / (B w_max / sum w)."""
+    0.1 GB / (B w_max / sum w); the last at 0.3 s, the link never idle."""
     env = simpy.Environment()
     net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.8, seed=7)
     done = run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
-    z = np.random.default_rng(7).standard_normal(3)
+    # Each host pair's first busy period takes the first draw of its own stream (seed, src, dst).
+    z = np.array([np.random.default_rng((7, s, 3)).standard_normal() for s in range(3)])
     w = np.exp(0.8 * z)
     assert min(done.values()) == pytest.approx(0.1 / (w.max() / w.sum()) + 2 * LAT, rel=1e-9)
     assert max(done.values()) == pytest.approx(0.3 + 2 * LAT, rel=1e-9)
+
+
+def test_a_host_pairs_draws_do_not_depend_on_unrelated_traffic():
+    """Common random numbers: 0 -> 3 and 1 -> 3 finish at the same times whether or not an
+    unrelated pair (2 -> 1, sharing no link with them) started its busy period first."""
+
+    def times(extra):
+        env = simpy.Environment()
+        net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.8, seed=5)
+        return run_transfers(
+            net, env, [*extra, ("a", 0.0, 0, 3, 0.1 * GB), ("b", 0.0, 1, 3, 0.1 * GB)]
+        )
+
+    alone = times([])
+    with_other = times([("other", 0.0, 2, 1, 0.01 * GB)])
+    assert (with_other["a"], with_other["b"]) == (alone["a"], alone["b"])
 
 
 def test_zero_spread_is_plain_max_min():
