@@ -131,7 +131,7 @@ class FairShareNetwork:
         # that the k-th busy period of a pair gets the same draw whatever else changes (common
         # random numbers: a fit that varies share_sigma sees a smooth response).
         self._class_weight = np.ones(16)
-        self._class_rng: list[np.random.Generator] = []
+        self._class_rng: dict[int, np.random.Generator] = {}  # made on a class's first draw
         # The link -> live classes incidence and per-link live flow counts are kept up to date
         # as flows come and go, so a re-solve does not rebuild them.
         self._members: list[dict[int, None]] = [{} for _ in range(n_links)]
@@ -425,8 +425,17 @@ class FairShareNetwork:
         if cls >= self._class_weight.shape[0]:
             self._class_weight = np.resize(self._class_weight, 2 * cls)
         self._class_weight[cls] = 1.0
-        self._class_rng.append(np.random.default_rng((self._seed, src, dst)))
         return cls
+
+    def _pair_rng(self, cls: int) -> np.random.Generator:
+        """The seeded random stream of class ``cls``'s host pair (its path: egress of the
+        sender 2*src, ingress of the receiver 2*dst + 1)."""
+        rng = self._class_rng.get(cls)
+        if rng is None:
+            path = self._class_paths[cls]
+            src, dst = path[0] // 2, (path[-1] - 1) // 2
+            rng = self._class_rng[cls] = np.random.default_rng((self._seed, src, dst))
+        return rng
 
     def _admit_pending(self) -> None:
         pending = self._pending
@@ -447,7 +456,7 @@ class FairShareNetwork:
             path = self._class_paths[cls]
             if not count[cls]:
                 if self._share_sigma > 0:  # a new busy period: a new share weight
-                    z = self._class_rng[cls].standard_normal()
+                    z = self._pair_rng(cls).standard_normal()
                     self._class_weight[cls] = math.exp(self._share_sigma * z)
                 self._live_classes[cls] = None
                 for link in path:
@@ -479,16 +488,7 @@ class FairShareNetwork:
         for cls in self._dirty:
             changed.update(self._class_paths[cls])
         self._dirty.clear()
-        if self._share_sigma > 0:
-            # Weighted max-min: class c's flows each get weight_c times the fill level. The
-            # incremental solver knows equal shares only, so this solves from scratch.
-            idx = np.fromiter(live, dtype=np.int_, count=len(live))
-            weight = self._class_weight[idx]
-            counts = np.array([self._class_count[c] for c in live], dtype=np.float64)
-            bound = np.full(idx.size, self._stream_max_Bps) / weight
-            level = solve_rounds(self._cap_ext, self._class_links[idx], bound, counts * weight)
-            self._class_rate[idx] = level * weight
-        elif len(live) < REFILL_MAX_CLASSES:
+        if self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
             # Only classes whose rate the solver recomputed are returned; the others keep theirs.
             rates = self._refill.solve(
                 self._members,
@@ -501,13 +501,16 @@ class FairShareNetwork:
             idx = np.fromiter(rates.keys(), dtype=np.int_, count=len(rates))
             self._class_rate[idx] = np.fromiter(rates.values(), dtype=np.float64, count=len(rates))
         else:
+            # From scratch, by weighted max-min: class c's flows each get weight_c times the
+            # fill level (every weight is 1 without a share spread; the incremental solver knows
+            # equal shares only).
             self._refill.forget()
             idx = np.fromiter(live, dtype=np.int_, count=len(live))
+            weight = self._class_weight[idx]
             counts = np.array([self._class_count[c] for c in live], dtype=np.float64)
-            bound = np.full(idx.size, self._stream_max_Bps)
-            self._class_rate[idx] = solve_rounds(
-                self._cap_ext, self._class_links[idx], bound, counts
-            )
+            bound = np.full(idx.size, self._stream_max_Bps) / weight
+            level = solve_rounds(self._cap_ext, self._class_links[idx], bound, counts * weight)
+            self._class_rate[idx] = level * weight
         self._rate[:n] = self._class_rate[self._flow_class[:n]]
 
     def _plan_wakeup(self) -> None:
