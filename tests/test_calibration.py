@@ -269,8 +269,8 @@ def test_published_measurements_load_and_are_compared(
     """The single-V100 DLPerf figure is reproduced by the default compute efficiency."""
     assert main(["validate", "--published", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["published"]}
-    assert rows["resnet50-1gpu"]["error"] == pytest.approx(0.0, abs=0.01)
-    assert {"inception_v3", "resnet101", "vgg16"} <= set(rows)
+    assert rows["mxgcv-fp32-1gpu"]["error"] == pytest.approx(0.0, abs=0.01)
+    assert {"hvd512-inception_v3", "hvd512-resnet101", "hvd512-vgg16"} <= set(rows)
 
 
 def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
