@@ -12,9 +12,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simscale import __version__
 from simscale.config import ConfigError
+
+if TYPE_CHECKING:
+    from simscale.scenario import Scenario
 
 EXIT_BAD_INPUT = 2
 
@@ -139,6 +143,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.trace import write_trace
 
     scenario = load_scenario(args.scenario, args.overrides)
+    refuse_if_too_long(scenario, args.scenario)
     costs = None
     if args.profile is not None:
         profile = load_profile(args.profile)
@@ -170,6 +175,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 f"{args.trace} (open in ui.perfetto.dev)"
             )
     return 0
+
+
+def refuse_if_too_long(scenario: Scenario, source: str) -> None:
+    """ConfigError, before anything is built, for a scenario that would simulate for hours."""
+    from simscale.budget import estimate
+
+    work = estimate(scenario)
+    if work.too_long:
+        raise ConfigError("", work.explain(), source)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
