@@ -340,8 +340,9 @@ def safe_yaml(text: str) -> Any:
     """Parse one YAML document within the bounds above; ConfigError naming the line otherwise."""
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError("", f"{len(text):,} characters, expected at most {MAX_YAML_BYTES:,}")
-    loader = _BoundedLoader(text)
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
         root = loader.get_single_node()
         if root is None:
             return None
@@ -363,7 +364,8 @@ def safe_yaml(text: str) -> Any:
         too_deep = f"not valid YAML: nested deeper than {MAX_YAML_DEPTH} levels"
         raise ConfigError("", too_deep) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 # ---- files and overrides ----
