@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from realrun.execute import LAUNCHERS
+from simscale.lifetime import interrupted_exit_code, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     from simscale.scenario import ScenarioError
 
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
-    # the record, exactly as for Ctrl-C.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # the record, exactly as for Ctrl-C, and exits 143 (130 for Ctrl-C).
+    stop_on_signals()
     try:
         record, out = run_scenario(
             args.scenario,
@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if not record.complete:
         print(f"realrun: run failed: {record.error} (partial record in {out})", file=sys.stderr)
-        return 1
+        return interrupted_exit_code() if (record.error or "").startswith("interrupted") else 1
     s = record.summary
     assert s is not None
     name = record.scenario.get("name", "")
@@ -116,7 +116,7 @@ def _campaign(args: argparse.Namespace) -> int:
     from realrun.campaign import CampaignError, load_campaign, run_campaign
     from realrun.netns import NetnsUnavailable
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stop_on_signals()
     try:
         campaign = load_campaign(args.campaign, repeats=args.repeats)
         return run_campaign(campaign, args.output, _options(args), timeout_s=args.timeout)
@@ -125,7 +125,7 @@ def _campaign(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         print("realrun: campaign interrupted; run it again to resume", file=sys.stderr)
-        return 130
+        return interrupted_exit_code()
 
 
 def _cleanup(args: argparse.Namespace) -> int:
@@ -139,10 +139,6 @@ def _cleanup(args: argparse.Namespace) -> int:
     for namespace in deleted:
         print(f"deleted {namespace}")
     return 0
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

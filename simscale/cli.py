@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from simscale import __version__
 from simscale.config import ConfigError
+from simscale.lifetime import interrupted_exit_code, stop_on_signals
 
 if TYPE_CHECKING:
     from simscale.scenario import Scenario
@@ -124,15 +126,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from calibration.errors import CalibrationError
 
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        stop_on_signals()  # SIGTERM stops a command (and its fold processes) as Ctrl-C does
     try:
         return COMMANDS[args.command](args)
     except (ConfigError, CalibrationError) as e:
         print(f"simscale: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("simscale: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"simscale: interrupted{f' ({e.args[0]})' if e.args else ''}", file=sys.stderr)
+        return interrupted_exit_code()
     except BrokenPipeError:
+        # The reader of our output went away (`simscale ... | head`): stop quietly, and keep
+        # Python from reporting the same broken pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
