@@ -62,14 +62,25 @@ def shape_key(s: Scenario) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+AD_HOC_FOLDER = "local"  # realrun.execute.AD_HOC_RECORDS (runs/local)
+
+
 def _record_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(p.rglob("*.json"))
-            if not found:
-                raise CalibrationError(f"{p}: no run records (*.json) in this folder")
-            files += found
+            # Ad-hoc records (realrun run's default runs/local/) never join a dataset by
+            # accident: a folder of that name is read only when given itself.
+            dataset = [f for f in found if AD_HOC_FOLDER not in f.relative_to(p).parts[:-1]]
+            if not dataset:
+                hint = (
+                    f" (only ad-hoc records under {AD_HOC_FOLDER}/: name that folder to use them)"
+                    if found
+                    else ""
+                )
+                raise CalibrationError(f"{p}: no run records (*.json) in this folder{hint}")
+            files += dataset
         elif p.is_file():
             files.append(p)
         else:

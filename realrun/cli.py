@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from realrun.execute import LAUNCHERS
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
+from simscale.outputs import refuse_overwrite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train a scenario for real and record what was measured")
     run.add_argument("scenario", help="scenario YAML file")
-    run.add_argument("-o", "--output", help="run record path (default: runs/NAME.json)")
+    run.add_argument(
+        "-o", "--output", help="run record path (default: a new runs/local/NAME-TIME.json)"
+    )
+    run.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
     run.add_argument(
         "--set",
         action="append",
@@ -79,6 +84,8 @@ def _run(args: argparse.Namespace) -> int:
     # the record, exactly as for Ctrl-C, and exits 143 (130 for Ctrl-C).
     stop_on_signals()
     try:
+        if args.output:
+            refuse_overwrite([Path(args.output)], args.force)
         record, out = run_scenario(
             args.scenario,
             args.set,

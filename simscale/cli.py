@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from simscale import __version__
 from simscale.config import ConfigError
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
+from simscale.outputs import refuse_overwrite
 
 if TYPE_CHECKING:
     from simscale.scenario import Scenario
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
+    _add_force_arg(p)
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -77,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
     p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
     _add_fit_args(p)
+    _add_force_arg(p)
 
     p = sub.add_parser(
         "validate", help="cross-validate on held-out shapes (and against published figures)"
@@ -102,9 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         type=Path,
         required=True,
-        help="e.g. docs/calibration.png: writes -scatter, -scaling, -workers files",
+        help="e.g. /tmp/cal.png: writes -scatter, -scaling, -workers files",
     )
+    _add_force_arg(p)
     return parser
+
+
+def _add_force_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="overwrite output files that exist")
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
@@ -149,6 +157,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.simulator import Simulation
     from simscale.trace import write_trace
 
+    refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
     scenario = load_scenario(args.scenario, args.overrides)
     refuse_if_too_long(scenario, args.scenario)
     costs = None
@@ -274,6 +283,7 @@ def _progress(what: str) -> Callable[[int, float], None]:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate
 
+    refuse_overwrite([args.output], args.force)
     profile, runset, result = calibrate(
         args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
     )
@@ -340,10 +350,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from calibration.plots import plot_all
+    from calibration.plots import figure_paths, plot_all
     from calibration.runs import load_runs
     from simscale.costs import CostModel
 
+    refuse_overwrite(figure_paths(args.output), args.force)
     runset = load_runs(args.runs)
     costs = CostModel()
     title = "simulator with default costs"

@@ -442,7 +442,8 @@ def fuzz(kind: str, seed: int, n: int, timeout_s: float) -> dict[str, Any]:
                 t = time.perf_counter()
                 profile = Path(tmp) / "profile.yaml"
                 outcome, detail = run_command(
-                    ["calibrate", str(path), "--fit", "none", "-o", str(profile)], timeout_s
+                    ["calibrate", str(path), "--fit", "none", "-o", str(profile), "--force"],
+                    timeout_s,
                 )
                 note("calibrate", label, outcome, detail, time.perf_counter() - t)
                 if i % 25 == 0:

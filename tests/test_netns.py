@@ -28,6 +28,8 @@ from realrun import netns
 from realrun.delay_wire import DelayWire
 from realrun.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
 from realrun.linkprobe import Throughput, measure_round_trip, measure_throughput
+from realrun.machine_load import LoadSampler
+from realrun.machine_load import verdict as load_verdict
 from realrun.shaping import (
     MIN_QUEUE_TSO_FRAMES,
     TSO_FRAME_BYTES,
@@ -247,7 +249,12 @@ def two_hosts_100mbit(root_untouched: None) -> Iterator[EmulatedCluster]:
 @needs_netns
 def test_100mbit_link_carries_90_to_100_mbit_each_way(two_hosts_100mbit: EmulatedCluster) -> None:
     for src, dst in (("a", "b"), ("b", "a")):
-        measured = measure_throughput(two_hosts_100mbit, src, dst, duration_s=3.0)
+        measured = judged_under_load(
+            lambda src=src, dst=dst: measure_throughput(
+                two_hosts_100mbit, src, dst, duration_s=3.0
+            ),
+            lambda m: m.rate_mbit >= 90.0,
+        )
         # Above 100 only by the HTB burst (128 KiB over 3 s is +0.35 Mbit/s).
         assert 90.0 <= measured.rate_mbit <= 100.5, (src, dst, measured)
 
@@ -307,11 +314,40 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
 @pytest.mark.slow
 @needs_netns
 def test_gbit_link_reaches_85_percent(root_untouched: None) -> None:
+    """A Gbit/s link carries 850-1005 Mbit/s. At this rate the shaping and the TCP stacks need
+    a good share of a core, so on a busy machine (CI beside other jobs: 783 Mbit/s seen) the
+    lower bound is judged only when realrun's load verdict says the machine kept up."""
     links = [HostLink("a", 1_000.0, 100.0), HostLink("b", 1_000.0, 100.0)]
     with EmulatedCluster(links) as cluster:
-        measured = measure_throughput(cluster, "a", "b", duration_s=3.0)
+        measured = judged_under_load(
+            lambda: measure_throughput(cluster, "a", "b", duration_s=3.0),
+            lambda m: m.rate_mbit >= 850.0,
+        )
     assert 850.0 <= measured.rate_mbit <= 1_005.0, measured
     _assert_gone(str(cluster.prefix))
+
+
+LOADED_TRIES = 3
+
+
+def judged_under_load(measure: Callable[[], Throughput], ok: Callable[[Throughput], bool]):
+    """``measure()`` until ``ok``, at most LOADED_TRIES times, retrying only a miss that
+    realrun's load verdict blames on this machine (CPU saturated, memory short); a miss on a
+    quiet machine is returned to fail the test, and misses that stay loaded skip it, saying so."""
+    reasons = []
+    for _ in range(LOADED_TRIES):
+        sampler = LoadSampler(wire_pids=tuple).start()
+        try:
+            measured = measure()
+        finally:
+            sampler.stop()
+        if ok(measured):
+            return measured
+        _, reason = load_verdict(sampler.samples, None)
+        if reason is None:
+            return measured  # the machine kept up: the miss is the link's
+        reasons.append(f"{measured.rate_mbit:.0f} Mbit/s while {reason}")
+    pytest.skip(f"this machine stayed too busy to judge the link: {'; '.join(reasons)}")
 
 
 @pytest.mark.netns
