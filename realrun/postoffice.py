@@ -287,14 +287,7 @@ class Postoffice:
         try:
             answers = self.handler(inc)
         except Exception as e:  # a request no handler foresaw: drop it, keep serving
-            self._warn.warning(
-                "handler",
-                "dropped %s from %r: %s: %s",
-                inc.msg.kind.name,
-                inc.identity,
-                type(e).__name__,
-                e,
-            )
+            self._warn.handler_failed(inc.msg, inc.identity, e)
             return
         for identity, answer in answers:
             self.van.reply(identity, answer)

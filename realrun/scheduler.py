@@ -78,14 +78,7 @@ class Scheduler:
                 try:
                     self._handle(inc.identity, inc.msg)
                 except Exception as e:  # nothing a peer sends may stop the scheduler
-                    self._warn.warning(
-                        "handler",
-                        "dropped %s from %r: %s: %s",
-                        inc.msg.kind.name,
-                        inc.identity,
-                        type(e).__name__,
-                        e,
-                    )
+                    self._warn.handler_failed(inc.msg, inc.identity, e)
             if self.error is not None:
                 return self._abort(self.error)
             now = time.monotonic()

@@ -56,6 +56,12 @@ class RateLimitedLog:
         suffix = f" (and {more} more like it in the last {self.interval_s:.0f} s)" if more else ""
         self.logger.warning(message + suffix, *args)
 
+    def handler_failed(self, msg: Message, who: object, error: Exception) -> None:
+        """A message whose handler raised: it is dropped, the node goes on."""
+        self.warning(
+            "handler", "dropped %s from %r: %s: %s", msg.kind.name, who, type(error).__name__, error
+        )
+
 
 @dataclass(frozen=True)
 class Incoming:
