@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -266,7 +267,10 @@ def test_round_trip_is_twice_both_nics_latency(two_hosts_100mbit: EmulatedCluste
     """1 ms per NIC: a -> b is 2 ms one way, 4 ms round trip; within 20%."""
     configured_s = 2 * two_hosts_100mbit.one_way_latency_s("a", "b")
     assert configured_s == pytest.approx(4e-3)
-    measured = measure_round_trip(two_hosts_100mbit, "a", "b", count=50)
+    measured = judged_under_load(
+        lambda: measure_round_trip(two_hosts_100mbit, "a", "b", count=50),
+        lambda m: m.median_s == pytest.approx(configured_s, rel=0.2),
+    )
     assert configured_s <= measured.min_s  # the delay is never skipped
     assert measured.median_s == pytest.approx(configured_s, rel=0.2)
 
@@ -283,9 +287,12 @@ def _concurrently(*calls: Callable[[], Throughput]) -> list[Throughput]:
 @needs_netns
 def test_nics_are_full_duplex(two_hosts_100mbit: EmulatedCluster) -> None:
     """a -> b and b -> a at the same time each get the whole 100 Mbit/s of their direction."""
-    forward, backward = _concurrently(
-        lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
-        lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
+    forward, backward = judged_under_load(
+        lambda: _concurrently(
+            lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
+            lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
+        ),
+        lambda flows: min(f.rate_mbit for f in flows) >= 90.0,
     )
     assert forward.rate_mbit >= 90.0, forward
     assert backward.rate_mbit >= 90.0, backward
@@ -299,9 +306,12 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
     the switch side, is the bottleneck: together they get 90-100 Mbit/s, neither starves."""
     links = [HostLink(name, 100.0, 500.0) for name in ("a", "b", "c")]
     with EmulatedCluster(links) as cluster:
-        flows = _concurrently(
-            lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
-            lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
+        flows = judged_under_load(
+            lambda: _concurrently(
+                lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
+                lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
+            ),
+            lambda flows: sum(f.rate_mbit for f in flows) >= 90.0,
         )
     assert 90.0 <= sum(flow.rate_mbit for flow in flows) <= 101.0, flows
     # Over seconds, TCP over a drop-tail queue splits unevenly (70/30 seen in 3 runs), so
@@ -328,12 +338,15 @@ def test_gbit_link_reaches_85_percent(root_untouched: None) -> None:
 
 
 LOADED_TRIES = 3
+T = TypeVar("T")
 
 
-def judged_under_load(measure: Callable[[], Throughput], ok: Callable[[Throughput], bool]):
+def judged_under_load(measure: Callable[[], T], ok: Callable[[T], bool]) -> T:
     """``measure()`` until ``ok``, at most LOADED_TRIES times, retrying only a miss that
     realrun's load verdict blames on this machine (CPU saturated, memory short); a miss on a
-    quiet machine is returned to fail the test, and misses that stay loaded skip it, saying so."""
+    quiet machine is returned to fail the test, and misses that stay loaded skip it, saying so.
+    For the rate and delay tests, whose figures a saturated CPU lowers (issue 13: 783 Mbit/s
+    on a Gbit link while CI shared the machine)."""
     reasons = []
     for _ in range(LOADED_TRIES):
         sampler = LoadSampler(wire_pids=tuple).start()
@@ -346,7 +359,7 @@ def judged_under_load(measure: Callable[[], Throughput], ok: Callable[[Throughpu
         _, reason = load_verdict(sampler.samples, None)
         if reason is None:
             return measured  # the machine kept up: the miss is the link's
-        reasons.append(f"{measured.rate_mbit:.0f} Mbit/s while {reason}")
+        reasons.append(f"{measured} while {reason}")
     pytest.skip(f"this machine stayed too busy to judge the link: {'; '.join(reasons)}")
 
 
