@@ -29,7 +29,7 @@ from realrun import netns
 from realrun.delay_wire import DelayWire
 from realrun.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
 from realrun.linkprobe import Throughput, measure_round_trip, measure_throughput
-from realrun.machine_load import LoadSampler
+from realrun.machine_load import MAX_CPU_BUSY, LoadSampler
 from realrun.machine_load import verdict as load_verdict
 from realrun.shaping import (
     MIN_QUEUE_TSO_FRAMES,
@@ -251,6 +251,7 @@ def two_hosts_100mbit(root_untouched: None) -> Iterator[EmulatedCluster]:
 def test_100mbit_link_carries_90_to_100_mbit_each_way(two_hosts_100mbit: EmulatedCluster) -> None:
     for src, dst in (("a", "b"), ("b", "a")):
         measured = judged_under_load(
+            two_hosts_100mbit,
             lambda src=src, dst=dst: measure_throughput(
                 two_hosts_100mbit, src, dst, duration_s=3.0
             ),
@@ -268,6 +269,7 @@ def test_round_trip_is_twice_both_nics_latency(two_hosts_100mbit: EmulatedCluste
     configured_s = 2 * two_hosts_100mbit.one_way_latency_s("a", "b")
     assert configured_s == pytest.approx(4e-3)
     measured = judged_under_load(
+        two_hosts_100mbit,
         lambda: measure_round_trip(two_hosts_100mbit, "a", "b", count=50),
         lambda m: m.median_s == pytest.approx(configured_s, rel=0.2),
     )
@@ -288,6 +290,7 @@ def _concurrently(*calls: Callable[[], Throughput]) -> list[Throughput]:
 def test_nics_are_full_duplex(two_hosts_100mbit: EmulatedCluster) -> None:
     """a -> b and b -> a at the same time each get the whole 100 Mbit/s of their direction."""
     forward, backward = judged_under_load(
+        two_hosts_100mbit,
         lambda: _concurrently(
             lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
             lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
@@ -307,6 +310,7 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
     links = [HostLink(name, 100.0, 500.0) for name in ("a", "b", "c")]
     with EmulatedCluster(links) as cluster:
         flows = judged_under_load(
+            cluster,
             lambda: _concurrently(
                 lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
                 lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
@@ -330,6 +334,7 @@ def test_gbit_link_reaches_85_percent(root_untouched: None) -> None:
     links = [HostLink("a", 1_000.0, 100.0), HostLink("b", 1_000.0, 100.0)]
     with EmulatedCluster(links) as cluster:
         measured = judged_under_load(
+            cluster,
             lambda: measure_throughput(cluster, "a", "b", duration_s=3.0),
             lambda m: m.rate_mbit >= 850.0,
         )
@@ -341,7 +346,19 @@ LOADED_TRIES = 3
 T = TypeVar("T")
 
 
-def judged_under_load(measure: Callable[[], T], ok: Callable[[T], bool]) -> T:
+def _cluster_pids(cluster: EmulatedCluster) -> list[int]:
+    pids: list[int] = []
+    for host in cluster.hosts:
+        try:
+            pids += netns.namespace_pids(host.namespace)
+        except Exception:  # a namespace going away between samples: nothing to count
+            continue
+    return pids
+
+
+def judged_under_load(
+    cluster: EmulatedCluster, measure: Callable[[], T], ok: Callable[[T], bool]
+) -> T:
     """``measure()`` until ``ok``, at most LOADED_TRIES times, retrying only a miss that
     realrun's load verdict blames on this machine (CPU saturated, memory short); a miss on a
     quiet machine is returned to fail the test, and misses that stay loaded skip it, saying so.
@@ -349,14 +366,25 @@ def judged_under_load(measure: Callable[[], T], ok: Callable[[T], bool]) -> T:
     on a Gbit link while CI shared the machine)."""
     reasons = []
     for _ in range(LOADED_TRIES):
-        sampler = LoadSampler(wire_pids=tuple).start()
+        # The verdict judges the threads of the processes inside the cluster's namespaces (the
+        # probe's sender and receiver): a run delay share over its limit means this machine's
+        # CPUs, not the link, set the figure.
+        sampler = LoadSampler(wire_pids=tuple, node_pids=lambda: _cluster_pids(cluster)).start()
         try:
             measured = measure()
         finally:
             sampler.stop()
         if ok(measured):
             return measured
-        _, reason = load_verdict(sampler.samples, None)
+        # Judged up to the last sample in which the probe's processes still ran (the verdict
+        # counts the threads present at the end of its window).
+        running = [i for i, x in enumerate(sampler.samples) if x.sched_ns]
+        figures, reason = load_verdict(sampler.samples[: running[-1] + 1] if running else [], None)
+        # Shaping and TCP run in softirq, charged to no probe thread: a saturated machine
+        # shows in the all-cores figure the verdict reports beside its reasons.
+        busy = figures.get("mean_cpu_busy", 0.0)
+        if reason is None and busy > MAX_CPU_BUSY:
+            reason = f"all cores were {busy:.0%} busy (limit {MAX_CPU_BUSY:.0%})"
         if reason is None:
             return measured  # the machine kept up: the miss is the link's
         reasons.append(f"{measured} while {reason}")
