@@ -6,7 +6,10 @@ goodput is 2N / time. The baseline is a raw pyzmq echo process (ROUTER that send
 message straight back, zero-copy) moving the same 2N bytes per operation over the same kind
 of DEALER/ROUTER TCP connection; raw and PS runs alternate, so machine load hits both alike.
 The ratio says what the PS layer (header, request tracking, server aggregation, the copy of
-pulled values into the worker's array) costs.
+pulled values into the worker's array) costs. The PS runs twice, with every message signed
+and verified with the job's secret (realrun/auth.py, as every real job runs) and with
+authentication off (possible only for nodes built in code, as here), so the difference is what
+authentication costs.
 
     python benchmarks/bench_pushpull.py [--sizes-mb 4 64] [--runs 7] [--ops-mb 512]
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import secrets
 import signal
 import statistics
 import subprocess
@@ -29,7 +34,7 @@ import numpy as np
 import zmq
 
 from realrun.kv_worker import KVWorker
-from realrun.launch import child_environ, node_command
+from realrun.launch import child_environ
 from realrun.local_launcher import LocalLauncher
 from realrun.postoffice import Postoffice
 from realrun.roles import NodeEnv
@@ -79,21 +84,38 @@ class RawEcho:
         self.echo.stdout.close()
 
 
+# realrun.node's scheduler and server, except that BENCH_AUTH=0 turns authentication off
+# (node processes otherwise refuse to run without the job's secret).
+NODE = """
+import dataclasses, os, sys
+from realrun import node
+from realrun.roles import node_env
+env = node_env()
+if os.environ["BENCH_AUTH"] == "0":
+    env = dataclasses.replace(env, secret="")
+sys.exit(node.run_scheduler(env) if env.role == "scheduler" else node.run_server(env))
+"""
+
+
 class PSPair:
     """A real scheduler and server process, with this process as the one worker."""
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, authenticated: bool = True) -> None:
         launcher = LocalLauncher()
-        sched = NodeEnv("scheduler", HOST, 0, 1, 1, HOST)
-        self.procs = [launcher.start("scheduler", 0, node_command(sched, 0).argv, sched.to_env())]
+        secret = secrets.token_hex(32)
+        flag = {"BENCH_AUTH": "1" if authenticated else "0"}
+        sched = NodeEnv("scheduler", HOST, 0, 1, 1, HOST, secret=secret)
+        argv = [sys.executable, "-c", NODE]
+        self.procs = [launcher.start("scheduler", 0, argv, {**sched.to_env(), **flag})]
         self.po = None
         try:
             port = json.loads(self.procs[0].stdout.readline())["port"]
-            server = NodeEnv("server", HOST, port, 1, 1, HOST)
-            self.procs.append(
-                launcher.start("server", 0, node_command(server, 0).argv, server.to_env())
+            server = dataclasses.replace(sched, role="server", root_port=port, slot=0)
+            self.procs.append(launcher.start("server", 0, argv, {**server.to_env(), **flag}))
+            worker = dataclasses.replace(server, role="worker")
+            self.po = Postoffice(
+                worker if authenticated else dataclasses.replace(worker, secret="")
             )
-            self.po = Postoffice(NodeEnv("worker", HOST, port, 1, 1, HOST))
             self.po.start()
             self.kv = KVWorker(self.po, bigarray_bound=1 << 62)
             self.kv.configure(True, None).wait(30)  # no optimizer: the server keeps the sum
@@ -124,20 +146,27 @@ class PSPair:
                 p.stdout.close()
 
 
-def measure(nbytes: int, ops: int, runs: int) -> tuple[list[float], list[float]]:
-    """GB/s of raw and PS per run; the two alternate so that machine load hits both alike."""
-    raw_peer, ps_peer = RawEcho(nbytes), PSPair(nbytes)
-    raw, ps = [], []
+def measure(nbytes: int, ops: int, runs: int) -> tuple[list[list[float]], list[list[float]]]:
+    """GB/s of raw, PS and PS without authentication per run, and this process's (the
+    worker's) CPU milliseconds per operation; the three alternate so that machine load hits
+    them alike."""
+    peers = [RawEcho(nbytes)]
+    results: list[list[float]] = [[], [], []]
+    cpu_ms: list[list[float]] = [[], [], []]
     try:
-        raw_peer.seconds(ops)  # warm both connections up
-        ps_peer.seconds(ops)
+        peers.append(PSPair(nbytes, authenticated=True))
+        peers.append(PSPair(nbytes, authenticated=False))
+        for peer in peers:
+            peer.seconds(ops)  # warm every connection up
         for _ in range(runs):
-            raw.append(2 * nbytes * ops / raw_peer.seconds(ops) / 1e9)
-            ps.append(2 * nbytes * ops / ps_peer.seconds(ops) / 1e9)
+            for peer, out, cpu in zip(peers, results, cpu_ms, strict=True):
+                c0 = time.process_time()
+                out.append(2 * nbytes * ops / peer.seconds(ops) / 1e9)
+                cpu.append((time.process_time() - c0) / ops * 1e3)
     finally:
-        raw_peer.close()
-        ps_peer.close()
-    return raw, ps
+        for peer in peers:
+            peer.close()
+    return results, cpu_ms
 
 
 def main() -> int:
@@ -153,19 +182,22 @@ def main() -> int:
     args = parser.parse_args()
     child_environ({})  # fail early if the project is not importable for the server
     print(
-        f"{'size':>8} {'raw GB/s':>9} {'PS GB/s':>8} {'PS/raw':>7}   {'raw min-max':>12} "
-        f"{'PS min-max':>12}   (medians of {args.runs} alternating runs; goodput = "
-        "(push + pull bytes) / time)"
+        f"{'size':>8} {'raw GB/s':>9} {'PS GB/s':>8} {'PS/raw':>7} {'no-auth':>8} "
+        f"{'auth cost':>9} {'worker CPU ms/op auth / no-auth':>32}   {'raw min-max':>12} "
+        f"{'PS min-max':>12} {'no-auth min-max':>15}"
+        f"   (medians of {args.runs} alternating runs; goodput = (push + pull bytes) / time)"
     )
     for mb in args.sizes_mb:
         nbytes = int(mb * 1e6) // 4 * 4
         ops = max(2, int(args.ops_mb / mb))
-        raw_runs, ps_runs = measure(nbytes, ops, args.runs)
-        raw, ps = statistics.median(raw_runs), statistics.median(ps_runs)
-        spread = (
-            f"{min(raw_runs):>5.2f}-{max(raw_runs):<6.2f} {min(ps_runs):>5.2f}-{max(ps_runs):<6.2f}"
+        runs, cpu_ms = measure(nbytes, ops, args.runs)
+        raw, ps, plain = (statistics.median(r) for r in runs)
+        _, cpu_auth, cpu_plain = (statistics.median(c) for c in cpu_ms)
+        spread = " ".join(f"{min(r):>5.2f}-{max(r):<6.2f}" for r in runs)
+        print(
+            f"{mb:>6g}MB {raw:>9.2f} {ps:>8.2f} {ps / raw:>6.0%} {plain:>8.2f} "
+            f"{1 - ps / plain:>8.0%} {cpu_auth:>15.2f} / {cpu_plain:<14.2f}   {spread}"
         )
-        print(f"{mb:>6g}MB {raw:>9.2f} {ps:>8.2f} {ps / raw:>6.0%}   {spread}")
     return 0
 
 

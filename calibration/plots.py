@@ -50,15 +50,21 @@ def family_key(s: Scenario) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+def figure_paths(out: Path) -> tuple[Path, Path, Path]:
+    """The scatter, scaling and per-worker figure files ``plot_all`` writes for ``out``."""
+    stem, suffix = out.with_suffix(""), out.suffix or ".png"
+    return tuple(Path(f"{stem}-{kind}{suffix}") for kind in ("scatter", "scaling", "workers"))
+
+
 def plot_all(runs: Sequence[Run], costs: CostModel, out: Path, title: str = "") -> list[Path]:
     """Write the scatter, scaling and per-worker figures next to ``out``; return their paths."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    stem, suffix = out.with_suffix(""), out.suffix or ".png"
+    scatter_path, scaling_path, workers_path = figure_paths(out)
     written = [
-        scatter(runs, costs, Path(f"{stem}-scatter{suffix}"), title),
-        scaling(runs, costs, Path(f"{stem}-scaling{suffix}"), title),
+        scatter(runs, costs, scatter_path, title),
+        scaling(runs, costs, scaling_path, title),
     ]
-    workers = per_worker(runs, costs, Path(f"{stem}-workers{suffix}"), title)
+    workers = per_worker(runs, costs, workers_path, title)
     if workers is not None:
         written.append(workers)
     return written

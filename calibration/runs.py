@@ -16,8 +16,9 @@ from pathlib import Path
 
 from calibration.errors import CalibrationError
 from realrun.record import RecordError, RunRecord, load_record
+from simscale.budget import estimate
 from simscale.config import ConfigError
-from simscale.scenario import Scenario, scenario_from_dict
+from simscale.scenario import MAX_CPU_CORES, Scenario, scenario_from_dict
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,25 @@ def shape_key(s: Scenario) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+AD_HOC_FOLDER = "local"  # realrun.execute.AD_HOC_RECORDS (runs/local)
+
+
 def _record_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             found = sorted(p.rglob("*.json"))
-            if not found:
-                raise CalibrationError(f"{p}: no run records (*.json) in this folder")
-            files += found
+            # Ad-hoc records (realrun run's default runs/local/) never join a dataset by
+            # accident: a folder of that name is read only when given itself.
+            dataset = [f for f in found if AD_HOC_FOLDER not in f.relative_to(p).parts[:-1]]
+            if not dataset:
+                hint = (
+                    f" (only ad-hoc records under {AD_HOC_FOLDER}/: name that folder to use them)"
+                    if found
+                    else ""
+                )
+                raise CalibrationError(f"{p}: no run records (*.json) in this folder{hint}")
+            files += dataset
         elif p.is_file():
             files.append(p)
         else:
@@ -105,6 +117,9 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
             raise CalibrationError(
                 f"{f}: its scenario no longer validates: {e} (re-run it, or fix the record)"
             ) from None
+        work = estimate(scenario)
+        if work.too_long:
+            raise CalibrationError(f"{f}: its scenario cannot be simulated: {work.explain()}")
         why = _validity(record)
         if why is not None:
             skipped.append((str(f), why))
@@ -141,7 +156,8 @@ def _machine_cores(record: RunRecord) -> int | None:
     """Cores of the one machine every process of the run shared, when the record says."""
     load = record.environment.get("machine_load")
     cores = load.get("cores") if isinstance(load, dict) else record.environment.get("cpu_count")
-    return int(cores) if isinstance(cores, int | float) and cores >= 1 else None
+    plausible = isinstance(cores, int | float) and 1 <= cores <= MAX_CPU_CORES
+    return int(cores) if plausible else None
 
 
 # Iterations the simulator averages when it predicts a run. A run measures a handful; the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -21,6 +22,7 @@ from calibration.errors import CalibrationError
 from calibration.fit import DEFAULT_FIT, fit, predict
 from calibration.runs import Run, mean_by_shape
 from simscale.costs import CostModel
+from simscale.lifetime import exit_with_parent
 from simscale.scenario import Scenario
 
 
@@ -156,7 +158,13 @@ def cross_validate(
             if progress is not None:
                 progress(i + 1, len(tasks))
     else:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=mp.get_context("spawn"),
+            initializer=_fold_process_init,
+            initargs=(os.getpid(),),
+        )
+        try:
             futures = {
                 pool.submit(_fold, train, held_scenarios, names, base): i
                 for i, (train, held_scenarios) in enumerate(tasks)
@@ -165,6 +173,10 @@ def cross_validate(
                 predicted[futures[future]] = future.result()
                 if progress is not None:
                     progress(done, len(tasks))
+        except BaseException:
+            _stop_now(pool)  # Ctrl-C, SIGTERM or a failed fold: never wait for the others
+            raise
+        pool.shutdown()
     predictions: list[Prediction] = []
     for i, held in enumerate(split):
         for k, value in zip(held, predicted[i], strict=True):
@@ -181,6 +193,26 @@ def cross_validate(
                 )
             )
     return Report(method, tuple(predictions), tuple(names))
+
+
+def _fold_process_init(parent: int) -> None:
+    """In each fold process: Ctrl-C is the parent's to handle (it stops the pool), and the
+    process ends by itself if the parent is killed outright."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent("validation fold", parent=parent)
+
+
+def _stop_now(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and terminate the fold processes that are running:
+    ``shutdown`` alone would wait for every running fit (tens of minutes each)."""
+    # The executor keeps no public handle on its processes; _processes is {pid: Process}
+    # in every CPython from 3.8 to 3.13.
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
 
 
 def _fold(

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from realrun.execute import LaunchOptions, run_scenario
 from realrun.machine_load import read_cpu_ticks
 from realrun.record import RecordError, load_record
+from simscale.config import ConfigError, read_yaml
 
 INVALID_RETRIES = 1  # a run marked invalid is tried this many more times
 QUIET_BUSY = 0.30  # before a run, wait until this machine's CPUs are at most this busy...
@@ -77,9 +76,9 @@ def load_campaign(path: str | Path, repeats: int | None = None) -> Campaign:
     """Read and expand a campaign file into its planned runs (CampaignError when malformed)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise CampaignError(f"{path}: cannot read the campaign: {e}") from None
+        data = read_yaml(path)
+    except ConfigError as e:
+        raise CampaignError(f"cannot read the campaign: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
         raise CampaignError(f"{path}: expected a mapping with a non-empty list 'runs'")
     n = repeats if repeats is not None else data.get("repeats", 1)

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+from pathlib import Path
 
 from realrun.execute import LAUNCHERS
+from simscale.lifetime import interrupted_exit_code, stop_on_signals
+from simscale.outputs import refuse_overwrite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +17,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train a scenario for real and record what was measured")
     run.add_argument("scenario", help="scenario YAML file")
-    run.add_argument("-o", "--output", help="run record path (default: runs/NAME.json)")
+    run.add_argument(
+        "-o", "--output", help="run record path (default: a new runs/local/NAME-TIME.json)"
+    )
+    run.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
     run.add_argument(
         "--set",
         action="append",
@@ -76,9 +81,11 @@ def _run(args: argparse.Namespace) -> int:
     from simscale.scenario import ScenarioError
 
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
-    # the record, exactly as for Ctrl-C.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # the record, exactly as for Ctrl-C, and exits 143 (130 for Ctrl-C).
+    stop_on_signals()
     try:
+        if args.output:
+            refuse_overwrite([Path(args.output)], args.force)
         record, out = run_scenario(
             args.scenario,
             args.set,
@@ -92,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if not record.complete:
         print(f"realrun: run failed: {record.error} (partial record in {out})", file=sys.stderr)
-        return 1
+        return interrupted_exit_code() if (record.error or "").startswith("interrupted") else 1
     s = record.summary
     assert s is not None
     name = record.scenario.get("name", "")
@@ -116,7 +123,7 @@ def _campaign(args: argparse.Namespace) -> int:
     from realrun.campaign import CampaignError, load_campaign, run_campaign
     from realrun.netns import NetnsUnavailable
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    stop_on_signals()
     try:
         campaign = load_campaign(args.campaign, repeats=args.repeats)
         return run_campaign(campaign, args.output, _options(args), timeout_s=args.timeout)
@@ -125,7 +132,7 @@ def _campaign(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         print("realrun: campaign interrupted; run it again to resume", file=sys.stderr)
-        return 130
+        return interrupted_exit_code()
 
 
 def _cleanup(args: argparse.Namespace) -> int:
@@ -139,10 +146,6 @@ def _cleanup(args: argparse.Namespace) -> int:
     for namespace in deleted:
         print(f"deleted {namespace}")
     return 0
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,32 @@ from typing import Any
 
 from realrun.launch import Launcher
 from realrun.record import RunRecord, write_record
+from simscale.outputs import timestamped
 from simscale.scenario import Scenario, load_scenario
 
 LAUNCHERS = ("local", "netns", "ssh")
+# Records of one-off runs: kept apart from the datasets under runs/ (calibration skips a
+# folder of this name unless it is given explicitly) and ignored by git.
+AD_HOC_RECORDS = Path("runs") / "local"
+
+
+def record_name(scenario: Scenario, overrides: Sequence[str] = ()) -> str:
+    """The scenario's own name when it runs as written; with ``--set`` overrides, a name made
+    from the effective scenario (model, workers, servers, mode, placement), so that a sync
+    scenario run with ``kvstore.mode=dist_async`` is not filed as "...-sync"."""
+    if not overrides:
+        return scenario.name
+    kv = scenario.kvstore
+    mode = kv.mode.removeprefix("dist_")
+    return (
+        f"{scenario.model.spec().name}-{scenario.num_workers}w{scenario.num_servers}s-"
+        f"{mode}-{kv.placement}"
+    )
+
+
+def default_record_path(scenario: Scenario, overrides: Sequence[str] = ()) -> Path:
+    """A new file under AD_HOC_RECORDS, named for the effective scenario and the time."""
+    return timestamped(AD_HOC_RECORDS, record_name(scenario, overrides), ".json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +97,9 @@ def run_scenario(
     progress: bool = True,
     timeout_s: float | None = None,
 ) -> tuple[RunRecord, Path]:
-    """Run once and write the record (default ``runs/NAME.json``); never raises for a failed
-    job (the record says), only for one that could not start."""
+    """Run once and write the record (default: a new ``runs/local/NAME-TIME.json``, see
+    ``default_record_path``); never raises for a failed job (the record says), only for one
+    that could not start."""
     from realrun.job import Job
 
     options = options or LaunchOptions()
@@ -86,7 +110,7 @@ def run_scenario(
         job = Job(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
-    out = Path(output) if output else Path("runs") / f"{scenario.name}.json"
+    out = Path(output) if output else default_record_path(scenario, overrides)
     write_record(record, out)
     return record, out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import secrets
 import signal
 import socket
 import tempfile
@@ -27,7 +28,8 @@ from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
 from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
-from simscale.scenario import load_scenario
+from simscale.scenario import Scenario, load_scenario
+from simscale.sharding import assign_key
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,24 @@ class JobState:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+
+
+# Room beside the largest array slice for the header, a JSON body (message.MAX_BODY_BYTES) and
+# the authentication tag.
+MESSAGE_HEADROOM_BYTES = 2 << 20
+
+
+def max_message_bytes(scenario: Scenario) -> int:
+    """The largest message a server of this job has a reason to receive: its largest key slice
+    in fp32 (simscale.sharding splits the keys as realrun's workers do) plus headroom."""
+    servers = scenario.num_servers
+    bound = scenario.kvstore.bigarray_bound
+    largest = max(
+        sl.elements
+        for key, a in enumerate(scenario.model.spec().arrays)
+        for sl in assign_key(key, a.elements, servers, bound)
+    )
+    return largest * 4 + MESSAGE_HEADROOM_BYTES
 
 
 class Job:
@@ -87,6 +107,9 @@ class Job:
         self.emulated = self.scenario.realrun.compute == "emulated"
         self.dilation = self.scenario.realrun.dilation if self.emulated else 1.0
         self.profile: dict[str, Any] | None = None
+        # Drawn per job and given only to its nodes (realrun.auth): a stranger cannot join.
+        self.secret = secrets.token_hex(32)
+        self.max_message_bytes = max_message_bytes(self.scenario)
         self._workdir: tempfile.TemporaryDirectory | None = None
         self._worker_args: tuple[str, ...] = ()
         self.processes: list[NodeProcess] = []
@@ -186,6 +209,8 @@ class Job:
             None if role == "scheduler" else rank,
             self.heartbeat_timeout_s,
             self.start_timeout_s,
+            self.secret,
+            self.max_message_bytes,
         )
         cmd = node_command(node, rank, self.scenario_path, self.overrides, self._worker_args)
         p = self.launcher.start(role, rank, cmd.argv, cmd.env)

@@ -84,10 +84,15 @@ def node_command(
     return RoleCommand(node.role, rank, tuple(argv), node.to_env())
 
 
+PARENT_PID_VARIABLE = "REALRUN_PARENT_PID"
+
+
 def child_environ(extra: dict[str, str]) -> dict[str, str]:
     """This process's environment plus ``extra``, with the project importable uninstalled."""
     env = dict(os.environ)
     env.update(extra)
+    # The node ends itself if this launcher dies without tearing it down (simscale.lifetime).
+    env[PARENT_PID_VARIABLE] = str(os.getpid())
     old = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(project_root()) + (os.pathsep + old if old else "")
     env["PYTHONUNBUFFERED"] = "1"

@@ -9,6 +9,7 @@ Meta + SArray data split). This module knows nothing about sockets.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -16,11 +17,20 @@ from typing import Any
 
 import numpy as np
 
+from realrun import safejson
+from realrun.safejson import JsonLimitError
+
 MAGIC = b"RRPS"
 VERSION = 1
 # magic, version, kind, flags, request_id, key, start, stop, value
 _HEADER = struct.Struct("<4sBBHqiqqd")
 HEADER_BYTES = _HEADER.size
+# Bounds on what a peer may make us parse. Bodies are control data: a registration or an
+# iteration report is well under 4 kB, the environment report a few kB, STATS of a big model
+# tens of kB; messages carry at most one array (PUSH, INIT, RESPONSE).
+MAX_BODY_BYTES = 1 << 20
+MAX_BODY_DEPTH = 8
+MAX_FRAMES = 2 + 4
 
 
 class Kind(IntEnum):
@@ -113,13 +123,17 @@ def decode(frames: list[Any]) -> Message:
         raise MessageError(f"unknown message kind {kind}") from None
     if start < 0 or stop < start:
         raise MessageError(f"bad slice [{start}, {stop})")
+    if not math.isfinite(value):
+        raise MessageError(f"header value {value}, expected a finite number")
+    if len(frames) > MAX_FRAMES:
+        raise MessageError(f"{len(frames)} frames, expected at most {MAX_FRAMES}")
     raw_body = _buffer(frames[1])
     body: dict[str, Any] = {}
     if len(raw_body):
         try:
-            body = json.loads(bytes(raw_body))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise MessageError(f"body is not JSON: {e}") from None
+            body = safejson.loads(raw_body, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
+        except JsonLimitError as e:
+            raise MessageError(f"body: {e}") from None
         if not isinstance(body, dict):
             raise MessageError("body is not a JSON object")
     dtype = np.uint32 if flags & Flag.COMPRESSED_2BIT else np.float32

@@ -19,7 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from realrun.launch import PARENT_PID_VARIABLE
 from realrun.roles import NodeEnv, RoleError, node_env
+from simscale.lifetime import EXIT_ORPHANED, exit_with_parent, parent_from_environ
 
 log = logging.getLogger("realrun.node")
 
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"realrun.node: {e}", file=sys.stderr)
         return 2
     _logging(env.role)
+    # A launcher killed outright (SIGKILL, a crash) cannot tear its nodes down; each node
+    # then notices it was orphaned and ends itself (local and netns launchers; over ssh the
+    # remote session outlives the client, and the scheduler's heartbeat ends the job).
+    exit_with_parent(env.role, log, parent_from_environ(PARENT_PID_VARIABLE))
     if env.role == "scheduler":
         return run_scheduler(env)
     if env.role == "server":
@@ -53,8 +59,15 @@ def run_scheduler(env: NodeEnv) -> int:
     from realrun.scheduler import Scheduler
 
     def emit(event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event) + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The launcher that reads the events is gone: end quietly (the van closes on the
+            # way out), and let nothing flush into the broken pipe again at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            log.error("scheduler: the launcher's event pipe is closed; exiting")
+            raise SystemExit(EXIT_ORPHANED) from None
 
     try:
         scheduler = Scheduler(env, emit)

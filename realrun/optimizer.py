@@ -13,10 +13,20 @@ the server aggregates becomes an average (MXNet's Module does the same with 1/ba
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+# What a CONFIGURE may set: the scenario's ranges (simscale.scenario.OptimizerConfig); the
+# gradient rescale is 1 / GPUs, at least 1 / (64 GPUs x 100,000 hosts).
+_RANGES = {
+    "learning_rate": (1e-12, 1000.0),
+    "momentum": (0.0, 0.999),
+    "weight_decay": (0.0, 1.0),
+    "rescale_grad": (1e-8, 1.0),
+}
 
 
 @dataclass(frozen=True)
@@ -50,9 +60,14 @@ class SGD:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SGD:
-        return cls(
-            **{
-                k: float(data[k])
-                for k in ("learning_rate", "momentum", "weight_decay", "rescale_grad")
-            }
-        )
+        """From a CONFIGURE body; ValueError for a value outside the scenario's ranges
+        (simscale.scenario.OptimizerConfig), so no peer can set ``learning_rate: 1e30``."""
+        values = {}
+        for name, (low, high) in _RANGES.items():
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"optimizer {name}: got {value!r}, expected a number")
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"optimizer {name}: got {value!r}, expected [{low}, {high}]")
+            values[name] = float(value)
+        return cls(**values)

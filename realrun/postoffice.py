@@ -24,7 +24,7 @@ from realrun.message import Kind, Message
 from realrun.msgtrace import trace_from_environment
 from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
 from realrun.tracker import Handle, JobAborted, RequestFailed, Tracker
-from realrun.van import Incoming, Van
+from realrun.van import Incoming, RateLimitedLog, Van
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Postoffice:
         self.handler = handler
         self.window_bytes = window_bytes
         self.tracker = Tracker()
-        self.van = Van()
+        self.van = Van(env.secret_key, env.max_message_bytes if env.role == "server" else None)
         self.port = self.van.bind(env.node_host) if env.role == "server" else 0
         self.hostname = socket.gethostname()
         self.assignment: Assignment | None = None
@@ -94,6 +94,7 @@ class Postoffice:
         self._thread = threading.Thread(target=self._run, name=f"{env.role}-io", daemon=True)
         self._identity = f"{env.role}-{self.hostname}-{os.getpid()}-{secrets.token_hex(3)}"
         self.trace = trace_from_environment(env.role)
+        self._warn = RateLimitedLog(log)
 
     # ---- used from any thread ----
 
@@ -283,7 +284,12 @@ class Postoffice:
             log.warning("ignored a %s request: this node serves nothing", inc.msg.kind.name)
             return
         assert inc.identity is not None
-        for identity, answer in self.handler(inc):
+        try:
+            answers = self.handler(inc)
+        except Exception as e:  # a request no handler foresaw: drop it, keep serving
+            self._warn.handler_failed(inc.msg, inc.identity, e)
+            return
+        for identity, answer in answers:
             self.van.reply(identity, answer)
             if self.trace is not None:
                 self.trace.log("send", repr(identity), answer)

@@ -18,6 +18,9 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from realrun import safejson
+from realrun.safejson import JsonLimitError
+
 SCHEMA_VERSION = 1
 
 
@@ -124,11 +127,25 @@ def write_record(record: RunRecord, path: str | Path) -> Path:
     return path
 
 
+# A record of 64 workers x 10,000 iterations is about 100 MB; the committed ones are ~50 kB.
+MAX_RECORD_BYTES = 256_000_000
+# The record nests 3 levels; its scenario 5 and its environment a few more (machine load,
+# link shaping). Far deeper is not a record, and must not reach Python's recursion limit.
+MAX_RECORD_DEPTH = 32
+
+
 def load_record(path: str | Path) -> RunRecord:
     """Read and validate a record; RecordError names the first bad field."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        p = Path(path)
+        if p.stat().st_size > MAX_RECORD_BYTES:
+            raise JsonLimitError(
+                f"{p.stat().st_size:,} bytes, expected at most {MAX_RECORD_BYTES:,}"
+            )
+        data = safejson.loads(
+            p.read_bytes(), max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH
+        )
+    except (OSError, JsonLimitError) as e:
         raise RecordError(f"{path}: cannot read a JSON run record: {e}") from None
     try:
         return record_from_dict(data)

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from realrun.auth import SECRET_VARIABLE, parse_secret
+
 ROLES = ("scheduler", "server", "worker")
 
 HEARTBEAT_INTERVAL_S = 0.5
@@ -41,6 +43,16 @@ class NodeEnv:
     slot: int | None = None  # rank the launcher wants this node to get (REALRUN_SLOT)
     heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    # The job's shared secret, hex (REALRUN_JOB_SECRET; realrun.auth). Node processes must have
+    # one; the empty default only serves nodes built inside one process (tests, benchmarks).
+    secret: str = ""
+    # The largest message a server accepts (REALRUN_MAX_MESSAGE_BYTES): the job's largest key
+    # slice plus headroom, so a peer cannot make a server buffer more than the model needs.
+    max_message_bytes: int | None = None
+
+    @property
+    def secret_key(self) -> bytes:
+        return parse_secret(self.secret) if self.secret else b""
 
     @property
     def root_address(self) -> str:
@@ -60,6 +72,10 @@ class NodeEnv:
         }
         if self.slot is not None:
             env["REALRUN_SLOT"] = str(self.slot)
+        if self.secret:
+            env[SECRET_VARIABLE] = self.secret
+        if self.max_message_bytes is not None:
+            env["REALRUN_MAX_MESSAGE_BYTES"] = str(self.max_message_bytes)
         return env
 
 
@@ -80,6 +96,17 @@ def node_env(environ: Mapping[str, str] | None = None) -> NodeEnv:
         else route_address(root_uri)
     )
     slot = _int(env, "REALRUN_SLOT", 0, 1 << 16) if env.get("REALRUN_SLOT") else None
+    secret = _required(env, SECRET_VARIABLE)
+    try:
+        parse_secret(secret)
+    except ValueError as e:
+        hint = "every node of a job shares one, e.g. secrets.token_hex(32)"
+        raise RoleError(f"{e} ({hint})") from None
+    max_message = (
+        _int(env, "REALRUN_MAX_MESSAGE_BYTES", 1024, 1 << 40)
+        if env.get("REALRUN_MAX_MESSAGE_BYTES")
+        else None
+    )
     return NodeEnv(
         role,
         root_uri,
@@ -90,6 +117,8 @@ def node_env(environ: Mapping[str, str] | None = None) -> NodeEnv:
         slot,
         _float(env, "REALRUN_HEARTBEAT_TIMEOUT_S", DEFAULT_HEARTBEAT_TIMEOUT_S),
         _float(env, "REALRUN_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S),
+        secret,
+        max_message,
     )
 
 

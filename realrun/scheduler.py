@@ -16,7 +16,7 @@ from typing import Any
 
 from realrun.message import Kind, Message
 from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
-from realrun.van import Van
+from realrun.van import RateLimitedLog, Van
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Scheduler:
     def __init__(self, env: NodeEnv, emit: Emit) -> None:
         self.env = env
         self.emit = emit
-        self.van = Van()
+        self.van = Van(env.secret_key)
         self.port = self.van.bind(socket.gethostbyname(env.root_uri), env.root_port)
         self.nodes: dict[bytes, NodeInfo] = {}
         self.assigned = False
@@ -58,6 +58,7 @@ class Scheduler:
         self.byes: set[int] = set()
         self.barriers: dict[str, list[tuple[bytes, int]]] = {}
         self.error: str | None = None
+        self._warn = RateLimitedLog(log)
 
     def run(self) -> int:
         try:
@@ -74,7 +75,10 @@ class Scheduler:
         while True:
             for inc in self.van.poll(0.05):
                 assert inc.identity is not None
-                self._handle(inc.identity, inc.msg)
+                try:
+                    self._handle(inc.identity, inc.msg)
+                except Exception as e:  # nothing a peer sends may stop the scheduler
+                    self._warn.handler_failed(inc.msg, inc.identity, e)
             if self.error is not None:
                 return self._abort(self.error)
             now = time.monotonic()
@@ -129,23 +133,38 @@ class Scheduler:
         try:
             node = NodeInfo(
                 who,
-                str(body["role"]),
-                str(body["host"]),
-                int(body["port"]),
-                int(body["pid"]),
-                str(body.get("hostname", "?")),
-                None if body.get("slot") is None else int(body["slot"]),
+                _text(body["role"], "role"),
+                _text(body["host"], "host"),
+                _bounded_int(body["port"], "port", 0, 65535),
+                _bounded_int(body["pid"], "pid", 1, 1 << 32),
+                _text(body.get("hostname", "?"), "hostname"),
+                None
+                if body.get("slot") is None
+                else _bounded_int(body["slot"], "slot", 0, 1 << 16),
                 len(self.nodes),
             )
         except (KeyError, TypeError, ValueError) as e:
-            log.warning("rejected a malformed registration from %r: %s", who, e)
+            self._warn.warning(
+                "registration", "rejected a malformed registration from %r: %s", who, e
+            )
             return
         expected = {"worker": self.env.num_workers, "server": self.env.num_servers}
         have = sum(1 for n in self.nodes.values() if n.role == node.role)
-        if node.role not in expected or self.assigned or have >= expected[node.role]:
-            self.error = (
-                f"unexpected {node.describe()} tried to join a job of "
-                f"{self.env.num_workers} workers and {self.env.num_servers} servers"
+        if (
+            who in self.nodes
+            or node.role not in expected
+            or self.assigned
+            or have >= expected[node.role]
+        ):
+            # Refused and logged, never fatal: a late, repeated or surplus registration must
+            # not take a rank or stop the job that is running (issue 13).
+            self._warn.warning(
+                "late",
+                "refused %s: the job (%d workers, %d servers) %s",
+                node.describe(),
+                self.env.num_workers,
+                self.env.num_servers,
+                "has started" if self.assigned else "has all its nodes of that role",
             )
             return
         self.nodes[who] = node
@@ -251,3 +270,15 @@ class Scheduler:
     def _broadcast(self, msg: Message) -> None:
         for n in self.nodes.values():
             self.van.reply(n.identity, msg)
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or len(value) > 255:
+        raise ValueError(f"{name}: expected a string of at most 255 characters")
+    return value
+
+
+def _bounded_int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name}: got {value!r}, expected an integer in [{low}, {high}]")
+    return value

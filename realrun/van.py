@@ -13,10 +13,13 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import zmq
 
+from realrun import auth
 from realrun.message import Message, MessageError, decode, encode
 
 log = logging.getLogger(__name__)
@@ -25,6 +28,39 @@ log = logging.getLogger(__name__)
 # never holds a process up noticeably.
 LINGER_MS = 500
 RECV_BATCH = 64  # messages drained from one socket per poll round, so no socket starves another
+# Messages a socket queues per peer before it pushes back: a DEALER's send then waits (the
+# sender slows down), a ROUTER's reply to a peer that does not read is dropped (logged) instead
+# of growing without bound (issue 13: unread PULL replies did). A worker has at most its send
+# window of requests in flight (kv_worker), far below this.
+QUEUE_MESSAGES = 10_000
+
+
+class RateLimitedLog:
+    """Warnings that a peer can provoke at will: the first of each kind in full, then at most
+    one line per ``interval_s`` with how many more there were, so a flood cannot fill a disk."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, kind: str, message: str, *args: Any) -> None:
+        now = time.monotonic()
+        last = self._last.get(kind)
+        if last is not None and now - last < self.interval_s:
+            self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+            return
+        more = self._suppressed.pop(kind, 0)
+        self._last[kind] = now
+        suffix = f" (and {more} more like it in the last {self.interval_s:.0f} s)" if more else ""
+        self.logger.warning(message + suffix, *args)
+
+    def handler_failed(self, msg: Message, who: object, error: Exception) -> None:
+        """A message whose handler raised: it is dropped, the node goes on."""
+        self.warning(
+            "handler", "dropped %s from %r: %s: %s", msg.kind.name, who, type(error).__name__, error
+        )
 
 
 @dataclass(frozen=True)
@@ -39,7 +75,15 @@ class Incoming:
 class Van:
     """The sockets of one node."""
 
-    def __init__(self) -> None:
+    def __init__(self, secret: bytes = b"", max_message_bytes: int | None = None) -> None:
+        # An empty secret turns authentication off: only for nodes built inside one process
+        # (tests, benchmarks); node processes refuse to start without one (realrun.roles).
+        self._secret = secret
+        self._max_message_bytes = max_message_bytes
+        self._counter = 0  # tags' counter, increasing over every message this van sends
+        self._last_seen: dict[Any, int] = {}  # per connection: the last counter accepted
+        self._identity_of: dict[zmq.Socket, bytes] = {}
+        self._warn = RateLimitedLog(log)
         self._ctx = zmq.Context()
         self._router: zmq.Socket | None = None
         self._dealers: dict[str, zmq.Socket] = {}
@@ -58,6 +102,9 @@ class Van:
         """Listen on ``host:port`` (0: a free port the OS picks, no race); return the port."""
         sock = self._socket(zmq.ROUTER)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer raises instead of vanishing
+        if self._max_message_bytes is not None:
+            # A peer sending a larger frame is disconnected before it is buffered.
+            sock.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
         try:
             sock.bind(f"tcp://{host}:{port if port else '*'}")
         except zmq.ZMQError as e:
@@ -73,21 +120,28 @@ class Van:
         sock = self._socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, identity.encode())
         sock.connect(address)
+        self._identity_of[sock] = identity.encode()
         self._dealers[peer] = sock
         self._peer_of[sock] = peer
         self._poller.register(sock, zmq.POLLIN)
 
     def send(self, peer: str, msg: Message) -> None:
-        self._dealers[peer].send_multipart(encode(msg), copy=False)
+        sock = self._dealers[peer]
+        sock.send_multipart(self._signed(self._identity_of[sock], encode(msg)), copy=False)
         self.bytes_sent += msg.nbytes
 
     def reply(self, identity: bytes, msg: Message) -> bool:
         """Answer on the ROUTER; False (logged) when that peer is gone."""
         assert self._router is not None
         try:
-            self._router.send_multipart([identity, *encode(msg)], copy=False)
+            self._router.send_multipart(
+                [identity, *self._signed(identity, encode(msg))], zmq.NOBLOCK, copy=False
+            )
+        except zmq.Again:
+            self._warn.warning("full", "dropped an answer to %r: it reads nothing", identity)
+            return False
         except zmq.ZMQError as e:
-            log.warning("cannot answer %r: %s", identity, e)
+            self._warn.warning("unroutable", "cannot answer %r: %s", identity, e)
             return False
         self.bytes_sent += msg.nbytes
         return True
@@ -125,17 +179,36 @@ class Van:
                     out.append(incoming)
         return out
 
+    def _signed(self, identity: bytes, frames: list[Any]) -> list[Any]:
+        if not self._secret:
+            return frames
+        self._counter += 1
+        return [*frames, auth.tag(self._secret, identity, self._counter, frames)]
+
     def _parse(self, sock: zmq.Socket, frames: list[zmq.Frame]) -> Incoming | None:
         identity = None
         if sock is self._router:
             identity = frames[0].bytes
             frames = frames[1:]
+        who = identity if identity is not None else self._peer_of.get(sock)
+        if self._secret:
+            # Whose connection this is: the DEALER side's identity, whichever end we are.
+            signer = identity if identity is not None else self._identity_of[sock]
+            connection = identity if identity is not None else sock
+            try:
+                self._last_seen[connection] = auth.verify(
+                    self._secret, signer, frames, self._last_seen.get(connection, 0)
+                )
+            except auth.AuthError as e:
+                self.rejected += 1
+                self._warn.warning("auth", "dropped a message from %r: %s", who, e)
+                return None
+            frames = frames[:-1]
         try:
             msg = decode(frames)
         except MessageError as e:
             self.rejected += 1
-            who = identity if identity is not None else self._peer_of.get(sock)
-            log.warning("dropped a malformed message from %r: %s", who, e)
+            self._warn.warning("malformed", "dropped a malformed message from %r: %s", who, e)
             return None
         return Incoming(msg, self._peer_of.get(sock), identity)
 
@@ -151,8 +224,6 @@ class Van:
 
     def _socket(self, kind: int) -> zmq.Socket:
         sock = self._ctx.socket(kind)
-        # Unbounded queues: the KV layer bounds what is in flight itself (see kv_worker), and a
-        # full high-water mark would silently drop (ROUTER) or block the only I/O thread.
-        sock.setsockopt(zmq.SNDHWM, 0)
-        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.SNDHWM, QUEUE_MESSAGES)
+        sock.setsockopt(zmq.RCVHWM, QUEUE_MESSAGES)
         return sock

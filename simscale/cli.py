@@ -6,15 +6,23 @@ Bad input never shows a traceback: it prints one line naming the file and field 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simscale import __version__
 from simscale.config import ConfigError
+from simscale.lifetime import interrupted_exit_code, stop_on_signals
+from simscale.outputs import refuse_overwrite
+
+if TYPE_CHECKING:
+    from simscale.scenario import Scenario
 
 EXIT_BAD_INPUT = 2
 
@@ -60,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
+    _add_force_arg(p)
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -71,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
     p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
     _add_fit_args(p)
+    _add_force_arg(p)
 
     p = sub.add_parser(
         "validate", help="cross-validate on held-out shapes (and against published figures)"
@@ -96,9 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         type=Path,
         required=True,
-        help="e.g. docs/calibration.png: writes -scatter, -scaling, -workers files",
+        help="e.g. /tmp/cal.png: writes -scatter, -scaling, -workers files",
     )
+    _add_force_arg(p)
     return parser
+
+
+def _add_force_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="overwrite output files that exist")
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
@@ -120,15 +135,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     from calibration.errors import CalibrationError
 
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        stop_on_signals()  # SIGTERM stops a command (and its fold processes) as Ctrl-C does
     try:
         return COMMANDS[args.command](args)
     except (ConfigError, CalibrationError) as e:
         print(f"simscale: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("simscale: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"simscale: interrupted{f' ({e.args[0]})' if e.args else ''}", file=sys.stderr)
+        return interrupted_exit_code()
     except BrokenPipeError:
+        # The reader of our output went away (`simscale ... | head`): stop quietly, and keep
+        # Python from reporting the same broken pipe again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):  # stdout may be no real file
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
@@ -138,7 +159,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.simulator import Simulation
     from simscale.trace import write_trace
 
+    refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
     scenario = load_scenario(args.scenario, args.overrides)
+    refuse_if_too_long(scenario, args.scenario)
     costs = None
     if args.profile is not None:
         profile = load_profile(args.profile)
@@ -170,6 +193,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 f"{args.trace} (open in ui.perfetto.dev)"
             )
     return 0
+
+
+def refuse_if_too_long(scenario: Scenario, source: str) -> None:
+    """ConfigError, before anything is built, for a scenario that would simulate for hours."""
+    from simscale.budget import estimate
+
+    work = estimate(scenario)
+    if work.too_long:
+        raise ConfigError("", work.explain(), source)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -253,6 +285,7 @@ def _progress(what: str) -> Callable[[int, float], None]:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate
 
+    refuse_overwrite([args.output], args.force)
     profile, runset, result = calibrate(
         args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
     )
@@ -319,10 +352,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from calibration.plots import plot_all
+    from calibration.plots import figure_paths, plot_all
     from calibration.runs import load_runs
     from simscale.costs import CostModel
 
+    refuse_overwrite(figure_paths(args.output), args.force)
     runset = load_runs(args.runs)
     costs = CostModel()
     title = "simulator with default costs"

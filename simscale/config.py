@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import reprlib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -40,9 +41,17 @@ class ConfigError(Exception):
         return ConfigError(self.path, self.problem, source)
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel = 3
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 4
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlong = 40
+
+
 def describe(value: Any) -> str:
-    """A short rendering of a bad value for an error message."""
-    text = repr(value)
+    """A short rendering of a bad value for an error message; bounded work however big or deep
+    the value is (a shared-reference YAML structure must not be expanded to be printed)."""
+    text = _SHORT.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -67,8 +76,32 @@ def at_least(low: float, unit: str = "") -> dict[str, Any]:
     return check(lambda v: None if v >= low else f"a number >= {low}", unit)
 
 
+def _num(x: float) -> str:
+    """A bound as people write it: 100,000 and 0.001, not 100000.0 and 1e-03."""
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    return f"{x:g}"
+
+
 def between(low: float, high: float, unit: str = "") -> dict[str, Any]:
-    return check(lambda v: None if low <= v <= high else f"a number in [{low}, {high}]", unit)
+    return check(
+        lambda v: None if low <= v <= high else f"a number in [{_num(low)}, {_num(high)}]", unit
+    )
+
+
+def above(low: float, high: float, unit: str = "") -> dict[str, Any]:
+    """A number in the half-open range (low, high]: for rates and costs that cannot be zero."""
+    return check(
+        lambda v: None if low < v <= high else f"a number in ({_num(low)}, {_num(high)}]", unit
+    )
+
+
+def count_in(low: int, high: int, unit: str = "") -> dict[str, Any]:
+    """An integer count in [low, high]; the bound is what is physically plausible, so that an
+    absurd value is refused here rather than exhausting memory or time in the simulator."""
+    return check(
+        lambda v: None if low <= v <= high else f"an integer in [{_num(low)}, {_num(high)}]", unit
+    )
 
 
 # ---- the loader ----
@@ -134,6 +167,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
+            if abs(value) >= 2**63:
+                raise ConfigError(path, f"got {value:g}, expected an integer below 2**63")
             return int(value)
     elif tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -211,6 +246,128 @@ def _join(path: str, name: str) -> str:
     return f"{path}{name}" if name.startswith("[") else f"{path}.{name}"
 
 
+# ---- safe YAML: bounded size, depth and alias expansion; duplicate keys are errors ----
+
+# A scenario, profile or campaign is a few kilobytes (an explicit model of a thousand arrays is
+# under 100 kB); these bounds are far above any real file and far below what hurts.
+MAX_YAML_BYTES = 4_000_000
+MAX_YAML_DEPTH = 32  # nesting of mappings and lists (a scenario nests 4 deep)
+MAX_YAML_NODES = 200_000  # scalars, lists and mappings after every alias is expanded
+MAX_INT_DIGITS = 30  # beyond any count or seed the schema allows (2**63 has 19 digits)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader (no arbitrary objects) that also refuses: nesting deeper than
+    MAX_YAML_DEPTH (PyYAML recurses per level: 1,000 nested lists were a RecursionError),
+    documents that expand past MAX_YAML_NODES through aliases (a 900-byte "billion laughs"
+    took 27 s and 1.5 GB to report), a key given twice in one mapping (PyYAML lets the last one
+    win silently), and integers too long to be any field's value."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _yaml_problem(
+                    self.peek_event().start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise _yaml_problem(key_node.start_mark, f"duplicate key {key!r}")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        digits = sum(c.isalnum() for c in str(node.value))  # hex and octal digits too
+        if digits > MAX_INT_DIGITS:
+            raise _yaml_problem(
+                node.start_mark, f"an integer of {digits} digits, expected at most {MAX_INT_DIGITS}"
+            )
+        return super().construct_yaml_int(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+class _YamlProblem(yaml.YAMLError):
+    def __init__(self, mark: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.problem_mark = mark
+        self.problem = problem
+
+
+def _yaml_problem(mark: Any, problem: str) -> _YamlProblem:
+    return _YamlProblem(mark, problem)
+
+
+def _expanded_nodes(root: Any) -> int:
+    """Nodes of the document with every alias expanded, counted without expanding them (each
+    distinct node once, memoised), stopping as soon as the count passes MAX_YAML_NODES."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total += size(child)
+                if total > MAX_YAML_NODES:
+                    break
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+                if total > MAX_YAML_NODES:
+                    break
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+def safe_yaml(text: str) -> Any:
+    """Parse one YAML document within the bounds above; ConfigError naming the line otherwise."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError("", f"{len(text):,} characters, expected at most {MAX_YAML_BYTES:,}")
+    loader: _BoundedLoader | None = None
+    try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        nodes = _expanded_nodes(root)
+        if nodes > MAX_YAML_NODES:
+            raise _yaml_problem(
+                root.start_mark,
+                f"expands to more than {MAX_YAML_NODES:,} values through aliases",
+            )
+        return loader.construct_document(root)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or "malformed"
+        raise ConfigError("", f"not valid YAML: {where}{problem}") from None
+    except RecursionError:
+        # Flow-style nesting is parsed recursively by PyYAML before composing; a document
+        # that nests deeper than Python's stack is still only too deep.
+        too_deep = f"not valid YAML: nested deeper than {MAX_YAML_DEPTH} levels"
+        raise ConfigError("", too_deep) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
 # ---- files and overrides ----
 
 
@@ -218,6 +375,10 @@ def read_yaml(path: str | Path) -> Any:
     """The YAML document in ``path``; ConfigError (not a traceback) if missing, empty or broken."""
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(
+                "", f"{p.stat().st_size:,} bytes, expected at most {MAX_YAML_BYTES:,}", str(p)
+            )
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("", "no such file", str(p)) from None
@@ -226,12 +387,9 @@ def read_yaml(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError("", f"cannot read: {e}", str(p)) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(e, "problem", None) or "malformed"
-        raise ConfigError("", f"not valid YAML: {where}{problem}", str(p)) from None
+        data = safe_yaml(text)
+    except ConfigError as e:
+        raise e.in_file(str(p)) from None
     if data is None:
         raise ConfigError("", "file is empty, expected a YAML mapping", str(p))
     return data
@@ -256,9 +414,12 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     if not parts:
         raise ConfigError("--set", f"got {text!r}, expected path=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = safe_yaml(raw) if raw.strip() else ""
+    except ConfigError as e:
+        if e.problem.startswith("not valid YAML"):
+            value = raw  # not YAML: taken as the literal string, which the field then checks
+        else:
+            raise ConfigError("--set", f"{key}: {e.problem}") from None
     return parts, value
 
 

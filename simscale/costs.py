@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from simscale.config import ConfigError, between, from_mapping, non_negative, positive
+from simscale.config import ConfigError, between, from_mapping
 
 # A backward pass costs about twice the forward FLOPs (gradients w.r.t. both inputs and weights);
 # the usual 1:2 split, e.g. Kaplan et al. 2020 "Scaling laws", section 2.1 (6N vs 2N per token).
@@ -38,6 +38,14 @@ DEFAULT_COMPUTE_EFFICIENCY: dict[str, float] = {
 }
 
 
+# Bounds of the per-message and per-byte costs a profile may set: a second per message and a
+# microsecond per byte (1 MB/s) are far slower than any software that would be calibrated, yet
+# finite, so a corrupt profile cannot stall the simulator. Calibration's search bounds
+# (calibration/fit.py) lie well inside.
+MAX_US = 1e6
+MAX_NS_PER_BYTE = 1e3
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Software and hardware efficiencies the scenario does not state. Units in every name."""
@@ -48,24 +56,28 @@ class CostModel:
     # uses 0.97 (Velho & Legrand 2009); a calibrated value replaces it.
     bandwidth_factor: float = field(default=0.97, metadata=between(0.01, 1.0))
     # Multiplies every configured latency (SimGrid LV08 fits 13.01 for its TCP model).
-    latency_factor: float = field(default=1.0, metadata=positive())
+    latency_factor: float = field(default=1.0, metadata=between(1e-3, 1e3))
     # Spread of the shares concurrent TCP flows get of a link (log-normal sigma of a weight per
     # host pair and busy period; simscale.network.flows). 0 = equal max-min shares, the default,
     # since how unevenly a real cluster's TCP splits its links is not known here; calibration
     # fits it (about 0.5 on the emulated cluster, where equal shares over-predicted co-located
     # 4- and 8-host sync jobs by 53%).
-    tcp_share_sigma: float = field(default=0.0, metadata=non_negative())
+    tcp_share_sigma: float = field(default=0.0, metadata=between(0.0, 10.0))
     # Software cost of sending one message (ps-lite van: serialise, syscall) on the sender's
     # communication thread. Assumption: tens of microseconds for a zmq send from C++.
-    message_overhead_us: float = field(default=20.0, metadata=non_negative("us"))
+    message_overhead_us: float = field(default=20.0, metadata=between(0.0, MAX_US, "us"))
     # Server CPU to merge one pushed byte into the aggregation buffer. Assumption: a
     # memory-bound sum at ~10 GB/s.
-    server_merge_ns_per_byte: float = field(default=0.1, metadata=non_negative("ns/byte"))
+    server_merge_ns_per_byte: float = field(
+        default=0.1, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte")
+    )
     # Server CPU to apply the optimizer update to one byte of weights: an MXNet server took
     # ~780 us to update a 2 MB key (apache/mxnet#14485), i.e. 0.39 ns/byte.
-    server_update_ns_per_byte: float = field(default=0.39, metadata=non_negative("ns/byte"))
+    server_update_ns_per_byte: float = field(
+        default=0.39, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte")
+    )
     # Server CPU per request handled (parse, look up the key, bookkeeping). Assumption.
-    server_request_us: float = field(default=10.0, metadata=non_negative("us"))
+    server_request_us: float = field(default=10.0, metadata=between(0.0, MAX_US, "us"))
     # Fraction of a layer's gradient communication that cannot start before the whole backward
     # pass ends: 0 = perfect push-as-ready overlap (MXNet), 1 = no overlap (apache/mxnet#6975).
     overlap_loss: float = field(default=0.0, metadata=between(0.0, 1.0))

@@ -16,12 +16,11 @@ from typing import Any, Literal
 from simscale import hardware, zoo
 from simscale.config import (
     ConfigError,
+    above,
     apply_overrides,
-    at_least,
     between,
+    count_in,
     from_mapping,
-    non_negative,
-    positive,
     read_yaml,
     to_mapping,
 )
@@ -39,6 +38,24 @@ Mode = Literal[
     "allreduce",
 ]
 DIST_MODES = ("dist_sync", "dist_async", "dist_sync_device", "dist_async_device")
+
+# Physical ranges of the numbers a scenario may hold. Generous on purpose (a scenario for next
+# decade's hardware must still load), but bounded, so that an absurd or mistyped value (10^12
+# hosts, a NIC of 5e-324 Gbit/s, a batch of 1e308) is refused with a clear line instead of
+# exhausting memory or spinning the simulator. The largest clusters built so far have about
+# 10^5 GPUs; the fastest NICs sold run at 800 Gbit/s; light crosses the Earth in ~70 ms.
+MAX_HOSTS = 100_000  # worker hosts in all groups together, and servers
+MAX_GPUS_PER_HOST = 64
+MIN_NIC_GBPS, MAX_NIC_GBPS = 0.001, 100_000.0  # 1 Mbit/s .. 100 Tbit/s
+MAX_LATENCY_US = 1_000_000.0  # one second one-way
+MAX_CPU_CORES = 4096
+MAX_ARRAY_ELEMENTS = 10**11  # 400 GB in fp32: larger than any single tensor trained today
+MAX_LAYER_GFLOPS = 1e6  # forward GFLOP per sample of one layer (a whole GPT-3 pass: ~3.5e2/token)
+MAX_BATCH_PER_GPU = 1_000_000
+MAX_ITERATIONS = 1_000_000
+MAX_SEED = 2**63 - 1  # numpy's Generator takes any non-negative integer; this bounds its size
+MAX_MB = 1e6  # buffers and windows, in MB (1 TB)
+MAX_MS = 1e6  # cycles, in ms (1000 s)
 
 
 def _known(name: str, choices: Sequence[str], what: str) -> None:
@@ -74,13 +91,17 @@ class HostGroup:
     """``count`` identical worker hosts: an instance preset, or GPUs and NIC given explicitly
     (explicit fields override the preset's)."""
 
-    count: int = field(metadata=at_least(1))
+    count: int = field(metadata=count_in(1, MAX_HOSTS, "hosts"))
     instance: str | None = None
-    gpus_per_host: int | None = field(default=None, metadata=at_least(1))
+    gpus_per_host: int | None = field(default=None, metadata=count_in(1, MAX_GPUS_PER_HOST))
     gpu: str | None = None
-    nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
-    latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
-    cpu_cores: int | None = field(default=None, metadata=at_least(1))
+    nic_gbps: float | None = field(
+        default=None, metadata=between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
+    )
+    latency_us: float | None = field(
+        default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
+    )
+    cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -115,11 +136,15 @@ class HostGroup:
 class ServerHostGroup:
     """Dedicated parameter-server hosts (placement: dedicated)."""
 
-    count: int = field(metadata=at_least(1))
+    count: int = field(metadata=count_in(1, MAX_HOSTS, "hosts"))
     instance: str | None = None
-    nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
-    latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
-    cpu_cores: int | None = field(default=None, metadata=at_least(1))
+    nic_gbps: float | None = field(
+        default=None, metadata=between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
+    )
+    latency_us: float | None = field(
+        default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
+    )
+    cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -140,14 +165,19 @@ class ClusterConfig:
     hosts: tuple[HostGroup, ...]
     server_hosts: ServerHostGroup | None = None
     # Ratio of the hosts' total NIC bandwidth to the core's capacity; 1 = non-blocking.
-    core_oversubscription: float = field(default=1.0, metadata=at_least(1.0))
+    core_oversubscription: float = field(default=1.0, metadata=between(1.0, 1000.0))
     # All processes of all hosts share this many CPU cores (an emulated cluster on one
     # machine); unset, every process has CPU of its own.
-    shared_cpu_cores: int | None = field(default=None, metadata=at_least(1))
+    shared_cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
 
     def validate(self) -> None:
         if not self.hosts:
             raise ConfigError("hosts", "empty, expected at least one host group")
+        total = sum(g.count for g in self.hosts)
+        if total > MAX_HOSTS:
+            raise ConfigError(
+                "hosts", f"{total:,} worker hosts in all, expected at most {MAX_HOSTS:,}"
+            )
 
 
 @dataclass(frozen=True)
@@ -155,8 +185,10 @@ class ArrayConfig:
     """One parameter array of an explicitly described model."""
 
     name: str
-    elements: int = field(metadata=at_least(1))
-    fwd_gflops: float = field(default=0.0, metadata=non_negative("GFLOP per sample"))
+    elements: int = field(metadata=count_in(1, MAX_ARRAY_ELEMENTS))
+    fwd_gflops: float = field(
+        default=0.0, metadata=between(0.0, MAX_LAYER_GFLOPS, "GFLOP per sample")
+    )
 
 
 @dataclass(frozen=True)
@@ -190,14 +222,14 @@ class ModelConfig:
 class OptimizerConfig:
     """SGD with momentum and weight decay, applied on the servers (MXNet's updater)."""
 
-    learning_rate: float = field(default=0.1, metadata=positive())
+    learning_rate: float = field(default=0.1, metadata=above(0.0, 1000.0))
     momentum: float = field(default=0.9, metadata=between(0.0, 0.999))
-    weight_decay: float = field(default=1e-4, metadata=non_negative())
+    weight_decay: float = field(default=1e-4, metadata=between(0.0, 1.0))
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    batch_per_gpu: int = field(metadata=at_least(1))
+    batch_per_gpu: int = field(metadata=count_in(1, MAX_BATCH_PER_GPU, "samples"))
     precision: Literal["fp32", "fp16"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
@@ -207,7 +239,7 @@ class CompressionConfig:
     """MXNet's 2-bit gradient compression (worker→server only)."""
 
     type: Literal["none", "2bit"] = "none"
-    threshold: float = field(default=0.5, metadata=positive())
+    threshold: float = field(default=0.5, metadata=above(0.0, 1e6))
 
 
 @dataclass(frozen=True)
@@ -215,23 +247,26 @@ class AllreduceConfig:
     """Ring all-reduce in the style of Horovod, the alternative to a parameter server."""
 
     algorithm: Literal["ring", "hierarchical"] = "hierarchical"
-    fusion_mb: float = field(default=64.0, metadata=positive("MB"))  # Horovod's default buffer
-    cycle_ms: float = field(default=5.0, metadata=non_negative("ms"))  # Horovod's default cycle
+    # Horovod's default buffer and cycle
+    fusion_mb: float = field(default=64.0, metadata=above(0.0, MAX_MB, "MB"))
+    cycle_ms: float = field(default=5.0, metadata=between(0.0, MAX_MS, "ms"))
 
 
 @dataclass(frozen=True)
 class KVStoreConfig:
     mode: Mode = "dist_sync"
-    servers: int | None = field(default=None, metadata=at_least(1))
+    servers: int | None = field(default=None, metadata=count_in(1, MAX_HOSTS))
     placement: Literal["colocated", "dedicated"] = "colocated"
-    bigarray_bound: int = field(default=DEFAULT_BIGARRAY_BOUND, metadata=at_least(1))
+    bigarray_bound: int = field(
+        default=DEFAULT_BIGARRAY_BOUND, metadata=count_in(1, MAX_ARRAY_ELEMENTS, "elements")
+    )
     gradient_compression: CompressionConfig = field(default_factory=CompressionConfig)
     # How a worker's and a server's messages leave: "fifo" as MXNet over ps-lite (in order, per
     # connection), or "priority" as P3/ByteScheduler (control first, then earliest layer).
     scheduling: Literal["fifo", "priority"] = "fifo"
     # With "priority": data bytes a connection may have in flight before later messages wait in
     # the application queue (0: one message at a time, P3's credit; realrun uses 0.25).
-    send_window_mb: float = field(default=0.0, metadata=non_negative("MB"))
+    send_window_mb: float = field(default=0.0, metadata=between(0.0, MAX_MB, "MB"))
     # When a worker asks for a key's new weights: "after_ack" as MXNet (the pull depends on the
     # push, whose ack the server sends after the update), or "with_push" as realrun's pushpull
     # and BytePS (the request follows the push at once and waits at the server).
@@ -241,11 +276,11 @@ class KVStoreConfig:
 
 @dataclass(frozen=True)
 class SimulationConfig:
-    warmup_iterations: int = field(default=2, metadata=non_negative())
-    measured_iterations: int = field(default=10, metadata=at_least(1))
+    warmup_iterations: int = field(default=2, metadata=count_in(0, MAX_ITERATIONS))
+    measured_iterations: int = field(default=10, metadata=count_in(1, MAX_ITERATIONS))
     # Stop measuring early once the last iterations agree within this relative tolerance.
     stable_tolerance: float = field(default=0.01, metadata=between(0.0, 1.0))
-    seed: int = 0
+    seed: int = field(default=0, metadata=count_in(0, MAX_SEED))
     network_model: Literal["fairshare", "fifo"] = "fairshare"
     # Relative standard deviation of each GPU's compute time per iteration (stragglers).
     compute_jitter: float = field(default=0.0, metadata=between(0.0, 1.0))
@@ -260,8 +295,8 @@ class RealrunConfig:
     # (realrun.compute_profile), "model" for the scenario's GPU (simscale.compute), "auto" =
     # measured when the workers' GPU is "cpu" (the device here), model for an accelerator.
     compute_times: Literal["auto", "measured", "model"] = "auto"
-    dilation: float = field(default=1.0, metadata=at_least(1.0))
-    threads_per_worker: int = field(default=1, metadata=at_least(1))
+    dilation: float = field(default=1.0, metadata=between(1.0, 10_000.0))
+    threads_per_worker: int = field(default=1, metadata=count_in(1, MAX_CPU_CORES))
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 

@@ -14,12 +14,20 @@ from realrun.roles import NodeEnv
 from realrun.scheduler import Scheduler
 
 JOIN_LIMIT_S = 20.0
+TEST_SECRET = "7e57" * 16  # the job's secret (realrun.auth); "" runs unauthenticated
 
 
 class InProcessJob:
     """``with InProcessJob(2, 2) as job: results = job.run_workers(fn)``."""
 
-    def __init__(self, workers: int, servers: int, heartbeat_timeout_s: float = 4.0) -> None:
+    def __init__(
+        self,
+        workers: int,
+        servers: int,
+        heartbeat_timeout_s: float = 4.0,
+        secret: str = TEST_SECRET,
+        max_message_bytes: int | None = None,
+    ) -> None:
         self.env = NodeEnv(
             "scheduler",
             "127.0.0.1",
@@ -29,6 +37,8 @@ class InProcessJob:
             "127.0.0.1",
             heartbeat_timeout_s=heartbeat_timeout_s,
             start_timeout_s=20.0,
+            secret=secret,
+            max_message_bytes=max_message_bytes,
         )
         self.events: list[dict[str, Any]] = []
         self.servers: list[KVServer] = [KVServer(workers) for _ in range(servers)]

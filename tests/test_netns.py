@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -28,6 +29,8 @@ from realrun import netns
 from realrun.delay_wire import DelayWire
 from realrun.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
 from realrun.linkprobe import Throughput, measure_round_trip, measure_throughput
+from realrun.machine_load import MAX_CPU_BUSY, LoadSampler
+from realrun.machine_load import verdict as load_verdict
 from realrun.shaping import (
     MIN_QUEUE_TSO_FRAMES,
     TSO_FRAME_BYTES,
@@ -247,7 +250,13 @@ def two_hosts_100mbit(root_untouched: None) -> Iterator[EmulatedCluster]:
 @needs_netns
 def test_100mbit_link_carries_90_to_100_mbit_each_way(two_hosts_100mbit: EmulatedCluster) -> None:
     for src, dst in (("a", "b"), ("b", "a")):
-        measured = measure_throughput(two_hosts_100mbit, src, dst, duration_s=3.0)
+        measured = judged_under_load(
+            two_hosts_100mbit,
+            lambda src=src, dst=dst: measure_throughput(
+                two_hosts_100mbit, src, dst, duration_s=3.0
+            ),
+            lambda m: m.rate_mbit >= 90.0,
+        )
         # Above 100 only by the HTB burst (128 KiB over 3 s is +0.35 Mbit/s).
         assert 90.0 <= measured.rate_mbit <= 100.5, (src, dst, measured)
 
@@ -259,7 +268,11 @@ def test_round_trip_is_twice_both_nics_latency(two_hosts_100mbit: EmulatedCluste
     """1 ms per NIC: a -> b is 2 ms one way, 4 ms round trip; within 20%."""
     configured_s = 2 * two_hosts_100mbit.one_way_latency_s("a", "b")
     assert configured_s == pytest.approx(4e-3)
-    measured = measure_round_trip(two_hosts_100mbit, "a", "b", count=50)
+    measured = judged_under_load(
+        two_hosts_100mbit,
+        lambda: measure_round_trip(two_hosts_100mbit, "a", "b", count=50),
+        lambda m: m.median_s == pytest.approx(configured_s, rel=0.2),
+    )
     assert configured_s <= measured.min_s  # the delay is never skipped
     assert measured.median_s == pytest.approx(configured_s, rel=0.2)
 
@@ -276,9 +289,13 @@ def _concurrently(*calls: Callable[[], Throughput]) -> list[Throughput]:
 @needs_netns
 def test_nics_are_full_duplex(two_hosts_100mbit: EmulatedCluster) -> None:
     """a -> b and b -> a at the same time each get the whole 100 Mbit/s of their direction."""
-    forward, backward = _concurrently(
-        lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
-        lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
+    forward, backward = judged_under_load(
+        two_hosts_100mbit,
+        lambda: _concurrently(
+            lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
+            lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
+        ),
+        lambda flows: min(f.rate_mbit for f in flows) >= 90.0,
     )
     assert forward.rate_mbit >= 90.0, forward
     assert backward.rate_mbit >= 90.0, backward
@@ -292,9 +309,13 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
     the switch side, is the bottleneck: together they get 90-100 Mbit/s, neither starves."""
     links = [HostLink(name, 100.0, 500.0) for name in ("a", "b", "c")]
     with EmulatedCluster(links) as cluster:
-        flows = _concurrently(
-            lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
-            lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
+        flows = judged_under_load(
+            cluster,
+            lambda: _concurrently(
+                lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
+                lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
+            ),
+            lambda flows: sum(f.rate_mbit for f in flows) >= 90.0,
         )
     assert 90.0 <= sum(flow.rate_mbit for flow in flows) <= 101.0, flows
     # Over seconds, TCP over a drop-tail queue splits unevenly (70/30 seen in 3 runs), so
@@ -307,11 +328,67 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
 @pytest.mark.slow
 @needs_netns
 def test_gbit_link_reaches_85_percent(root_untouched: None) -> None:
+    """A Gbit/s link carries 850-1005 Mbit/s. At this rate the shaping and the TCP stacks need
+    a good share of a core, so on a busy machine (CI beside other jobs: 783 Mbit/s seen) the
+    lower bound is judged only when realrun's load verdict says the machine kept up."""
     links = [HostLink("a", 1_000.0, 100.0), HostLink("b", 1_000.0, 100.0)]
     with EmulatedCluster(links) as cluster:
-        measured = measure_throughput(cluster, "a", "b", duration_s=3.0)
+        measured = judged_under_load(
+            cluster,
+            lambda: measure_throughput(cluster, "a", "b", duration_s=3.0),
+            lambda m: m.rate_mbit >= 850.0,
+        )
     assert 850.0 <= measured.rate_mbit <= 1_005.0, measured
     _assert_gone(str(cluster.prefix))
+
+
+LOADED_TRIES = 3
+T = TypeVar("T")
+
+
+def _cluster_pids(cluster: EmulatedCluster) -> list[int]:
+    pids: list[int] = []
+    for host in cluster.hosts:
+        try:
+            pids += netns.namespace_pids(host.namespace)
+        except Exception:  # a namespace going away between samples: nothing to count
+            continue
+    return pids
+
+
+def judged_under_load(
+    cluster: EmulatedCluster, measure: Callable[[], T], ok: Callable[[T], bool]
+) -> T:
+    """``measure()`` until ``ok``, at most LOADED_TRIES times, retrying only a miss that
+    realrun's load verdict blames on this machine (CPU saturated, memory short); a miss on a
+    quiet machine is returned to fail the test, and misses that stay loaded skip it, saying so.
+    For the rate and delay tests, whose figures a saturated CPU lowers (issue 13: 783 Mbit/s
+    on a Gbit link while CI shared the machine)."""
+    reasons = []
+    for _ in range(LOADED_TRIES):
+        # The verdict judges the threads of the processes inside the cluster's namespaces (the
+        # probe's sender and receiver): a run delay share over its limit means this machine's
+        # CPUs, not the link, set the figure.
+        sampler = LoadSampler(wire_pids=tuple, node_pids=lambda: _cluster_pids(cluster)).start()
+        try:
+            measured = measure()
+        finally:
+            sampler.stop()
+        if ok(measured):
+            return measured
+        # Judged up to the last sample in which the probe's processes still ran (the verdict
+        # counts the threads present at the end of its window).
+        running = [i for i, x in enumerate(sampler.samples) if x.sched_ns]
+        figures, reason = load_verdict(sampler.samples[: running[-1] + 1] if running else [], None)
+        # Shaping and TCP run in softirq, charged to no probe thread: a saturated machine
+        # shows in the all-cores figure the verdict reports beside its reasons.
+        busy = figures.get("mean_cpu_busy", 0.0)
+        if reason is None and busy > MAX_CPU_BUSY:
+            reason = f"all cores were {busy:.0%} busy (limit {MAX_CPU_BUSY:.0%})"
+        if reason is None:
+            return measured  # the machine kept up: the miss is the link's
+        reasons.append(f"{measured} while {reason}")
+    pytest.skip(f"this machine stayed too busy to judge the link: {'; '.join(reasons)}")
 
 
 @pytest.mark.netns

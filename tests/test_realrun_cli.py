@@ -73,7 +73,14 @@ def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tm
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
+@pytest.mark.parametrize(
+    ("sig", "code", "why"),
+    [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path, sig, code, why):
+    """Ctrl-C or SIGTERM: the job is torn down, the record kept, and the exit code is the
+    shell's for the signal."""
     out = tmp_path / "run.json"
     proc = _realrun("-o", str(out), "--set", "simulation.measured_iterations=5000")
     try:
@@ -86,7 +93,7 @@ def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
         while not any("worker-iterations" in x for x in lines) and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 lines.append(seen.get(timeout=0.1))
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         proc.wait(15)
         reader.join(5)
         while not seen.empty():
@@ -98,12 +105,12 @@ def test_ctrl_c_keeps_what_was_measured_in_an_incomplete_record(tmp_path):
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-    assert proc.returncode == 1
+    assert proc.returncode == code
     record = load_record(out)
     assert not record.complete
-    assert record.error == "interrupted (Ctrl-C)"
+    assert record.error == f"interrupted ({why})"
     assert record.iterations  # measured before the interrupt
-    assert "interrupted (Ctrl-C)" in stderr
+    assert f"interrupted ({why})" in stderr
     for node in record.environment["nodes"]:
         with pytest.raises(ProcessLookupError):
             os.killpg(node["pid"], 0)

@@ -123,17 +123,38 @@ def test_a_node_that_never_arrives_stops_the_job_naming_what_is_missing():
 @pytest.mark.slow
 def test_when_the_scheduler_dies_every_node_gives_up_within_the_heartbeat_timeout():
     launcher = LocalLauncher()
-    env = NodeEnv("scheduler", "127.0.0.1", 0, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0)
+    secret = "5e" * 32  # the scheduler is a node process: it needs the job's secret
+    env = NodeEnv(
+        "scheduler", "127.0.0.1", 0, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0, secret=secret
+    )
     scheduler = launcher.start("scheduler", 0, node_command(env, 0).argv, env.to_env())
     server_po = worker_po = None
     try:
         port = json.loads(scheduler.stdout.readline())["port"]
         server_po = Postoffice(
-            NodeEnv("server", "127.0.0.1", port, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0),
+            NodeEnv(
+                "server",
+                "127.0.0.1",
+                port,
+                1,
+                1,
+                "127.0.0.1",
+                heartbeat_timeout_s=1.0,
+                secret=secret,
+            ),
             handler=KVServer(1).handle,
         )
         worker_po = Postoffice(
-            NodeEnv("worker", "127.0.0.1", port, 1, 1, "127.0.0.1", heartbeat_timeout_s=1.0)
+            NodeEnv(
+                "worker",
+                "127.0.0.1",
+                port,
+                1,
+                1,
+                "127.0.0.1",
+                heartbeat_timeout_s=1.0,
+                secret=secret,
+            )
         )
         starting = threading.Thread(target=server_po.start)
         starting.start()

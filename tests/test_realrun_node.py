@@ -73,6 +73,7 @@ BASE = {
     "DMLC_PS_ROOT_PORT": "9000",
     "DMLC_NUM_SERVER": "2",
     "DMLC_NUM_WORKER": "3",
+    "REALRUN_JOB_SECRET": "ab" * 32,
 }
 
 
@@ -98,6 +99,12 @@ def test_a_node_reads_the_dmlc_variables():
         ({"DMLC_PS_ROOT_PORT": "0"}, "DMLC_PS_ROOT_PORT=0, expected 1..65535"),
         ({"DMLC_NUM_WORKER": "two"}, "DMLC_NUM_WORKER='two', expected an integer"),
         ({"DMLC_INTERFACE": "nosuch0"}, "DMLC_INTERFACE='nosuch0' has no IPv4 address"),
+        ({"REALRUN_JOB_SECRET": ""}, "REALRUN_JOB_SECRET is not set"),
+        (
+            {"REALRUN_JOB_SECRET": "abc"},
+            "REALRUN_JOB_SECRET has 3 hex digits, expected at least 32",
+        ),
+        ({"REALRUN_JOB_SECRET": "zz" * 20}, "REALRUN_JOB_SECRET is not hexadecimal"),
     ],
 )
 def test_a_bad_environment_is_named(change, message):

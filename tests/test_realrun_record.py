@@ -94,3 +94,30 @@ def test_a_bad_record_is_refused_naming_the_field(tmp_path, edit, message):
 def test_an_incomplete_record_may_lack_a_summary(tmp_path):
     r = record(iterations=tuple(ROWS[:2]), summary=None, complete=False, error="boom")
     assert load_record(write_record(r, tmp_path / "r.json")).error == "boom"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: b.replace(b'"wall_s": ', b'"wall_s": Infinity, "x": ', 1), "Infinity is not"),
+        (lambda b: b.replace(b'"wall_s": ', b'"wall_s": NaN, "x": ', 1), "NaN is not"),
+        (lambda b: b.replace(b'"wall_s": ', b'"wall_s": 1e999, "x": ', 1), "overflows a double"),
+        (lambda b: b.replace(b'"worker": ', b'"worker": ' + b"9" * 5000, 1), "5001 digits"),
+        (lambda b: b[:20] + b"\xff" + b[20:], "not UTF-8 at byte 20"),
+        (
+            lambda b: b.replace(b'"error": null', b'"error": ' + b"[" * 100_000 + b"]" * 100_000),
+            "nested deeper than 32",
+        ),
+        (
+            lambda b: b.replace(b'"error": null', b'"error": ' + b"[" * 40 + b"]" * 40),
+            "nested deeper than 32",
+        ),
+    ],
+)
+def test_a_damaged_record_is_one_line_not_a_traceback(tmp_path, damage, message):
+    """Bytes no JSON writer of ours produces (issue 13: each was a traceback in calibrate)."""
+    path = write_record(record(), tmp_path / "r.json")
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(RecordError, match="cannot read a JSON run record") as e:
+        load_record(path)
+    assert message in str(e.value) and str(path) in str(e.value)

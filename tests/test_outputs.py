@@ -1,0 +1,93 @@
+"""Outputs never overwrite by default, and ad-hoc run records stay out of datasets."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from calibration.errors import CalibrationError
+from calibration.runs import _record_files
+from realrun.execute import AD_HOC_RECORDS, default_record_path, record_name
+from realrun.launch import child_environ
+from simscale.cli import main
+from simscale.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU = ROOT / "scenarios" / "cpu-2x2-sync.yaml"
+
+
+def test_predict_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
+    out = tmp_path / "result.json"
+    out.write_text("precious")
+    assert main(["predict", str(CPU), "-o", str(out)]) == 2
+    assert out.read_text() == "precious"
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert main(["predict", str(CPU), "-o", str(out), "--force"]) == 0
+    assert out.read_text().startswith("{")
+
+
+def test_plot_refuses_before_plotting_when_a_figure_exists(tmp_path, capsys) -> None:
+    """Following the README must not replace committed figures: `plot` checks all three
+    paths first."""
+    (tmp_path / "cal-scaling.png").write_bytes(b"committed")
+    rc = main(["plot", str(ROOT / "runs" / "emulated-v2"), "-o", str(tmp_path / "cal.png")])
+    assert rc == 2
+    assert "cal-scaling.png exists" in capsys.readouterr().err
+    assert not (tmp_path / "cal-scatter.png").exists()
+
+
+def test_record_names_follow_the_effective_scenario() -> None:
+    as_written = load_scenario(CPU)
+    assert record_name(as_written) == "cpu-2x2-sync"
+    overrides = ["kvstore.mode=dist_async"]
+    name = record_name(load_scenario(CPU, overrides), overrides)
+    assert name == "mlp-2w2s-async-colocated"
+    assert "-sync" not in name
+
+
+def test_default_records_are_new_files_under_runs_local(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = load_scenario(CPU)
+    first = default_record_path(s)
+    assert first.parent == AD_HOC_RECORDS and first.name.startswith("cpu-2x2-sync-")
+    first.parent.mkdir(parents=True)
+    first.write_text("{}")
+    assert default_record_path(s) != first
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "runs/local/x.json"], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0, "runs/local/ must be ignored by git"
+
+
+def test_realrun_run_refuses_an_existing_output_before_starting(tmp_path) -> None:
+    out = tmp_path / "run.json"
+    out.write_text("earlier run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "realrun.cli", "run", str(CPU), "-o", str(out)],
+        cwd=ROOT,
+        env=child_environ({}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "refusing to overwrite" in proc.stderr
+    assert out.read_text() == "earlier run"
+
+
+def test_dataset_folders_skip_ad_hoc_records(tmp_path) -> None:
+    data = tmp_path / "runs"
+    src = sorted((ROOT / "runs" / "emulated-v2").glob("*.json"))[0]
+    (data / "local").mkdir(parents=True)
+    shutil.copy(src, data / "a.json")
+    shutil.copy(src, data / "local" / "adhoc.json")
+    assert _record_files([data]) == [data / "a.json"]
+    # Given by name, the ad-hoc folder is read.
+    assert _record_files([data / "local"]) == [data / "local" / "adhoc.json"]
+    (data / "a.json").unlink()
+    with pytest.raises(CalibrationError, match="only ad-hoc records under local/"):
+        _record_files([data])
