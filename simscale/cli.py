@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="e.g. docs/calibration.png: writes -scatter, -scaling, -workers files",
     )
+    from simscale.whatif import cli as whatif_cli
+
+    whatif_cli.add_parsers(sub, _add_scenario_args)
     return parser
 
 
@@ -118,11 +121,14 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from calibration.errors import CalibrationError
+    from simscale.whatif import WhatIfError
+    from simscale.whatif import cli as whatif_cli
 
     args = build_parser().parse_args(argv)
+    commands = {**COMMANDS, **whatif_cli.COMMANDS}
     try:
-        return COMMANDS[args.command](args)
-    except (ConfigError, CalibrationError) as e:
+        return commands[args.command](args)
+    except (ConfigError, CalibrationError, WhatIfError) as e:
         print(f"simscale: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

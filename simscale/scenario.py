@@ -81,6 +81,8 @@ class HostGroup:
     nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
     latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
     cpu_cores: int | None = field(default=None, metadata=at_least(1))
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(default=None, metadata=non_negative("USD per host-hour"))
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -120,6 +122,8 @@ class ServerHostGroup:
     nic_gbps: float | None = field(default=None, metadata=positive("Gbit/s"))
     latency_us: float | None = field(default=None, metadata=non_negative("us, one-way per NIC"))
     cpu_cores: int | None = field(default=None, metadata=at_least(1))
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(default=None, metadata=non_negative("USD per host-hour"))
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -200,6 +204,9 @@ class TrainingConfig:
     batch_per_gpu: int = field(metadata=at_least(1))
     precision: Literal["fp32", "fp16"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Samples in one epoch and epochs to train: with both, results report time and cost to train.
+    dataset_samples: int | None = field(default=None, metadata=at_least(1))
+    epochs: float | None = field(default=None, metadata=positive())
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,197 @@
+"""The what-if subcommands of ``simscale``: sweep, compare, advise, schema.
+
+``simscale.cli`` registers them through ``add_parsers`` and runs them through ``COMMANDS``;
+each turns bad input into a WhatIfError or ConfigError, which the CLI prints as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from simscale.whatif.errors import WhatIfError
+
+AddScenarioArgs = Callable[..., None]
+
+
+def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
+    p = sub.add_parser(
+        "sweep", help="predict every combination of varied fields: flat rows, charts, cost"
+    )
+    add_scenario_args(p)
+    _add_space_args(p)
+    p.add_argument("-o", "--output", type=Path, help="rows to .csv, .json or .parquet")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    p.add_argument(
+        "--fresh", action="store_true", help="ignore the checkpoint of an interrupted sweep"
+    )
+    _add_run_args(p)
+    p.add_argument("--plot", type=Path, metavar="FILE.png", help="draw the scaling chart")
+    p.add_argument("--series", metavar="FIELD", help="one chart series per value of this column")
+    p.add_argument(
+        "--series-labels",
+        metavar="V=TEXT,...",
+        help="legend text per series value, e.g. '0=1 server,1=1:1,2=2:1'",
+    )
+    p.add_argument(
+        "--overlay",
+        type=Path,
+        metavar="POINTS.csv",
+        help="measured or published points to overlay (columns gpus, samples_per_s[, label])",
+    )
+    p.add_argument("--title", help="chart title")
+
+
+def _add_space_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUES",
+        help="e.g. kvstore.servers=1,8,16 | cluster.hosts[0].count=1..16x2 | a+b=1/2,2/4",
+    )
+    p.add_argument(
+        "--let",
+        action="append",
+        default=[],
+        metavar="NAME=VALUES",
+        help="a sweep variable for --link expressions, e.g. servers_per_worker=0,1,2",
+    )
+    p.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        metavar="FIELD=EXPR",
+        help="a field computed per point, e.g. kvstore.servers=2*{cluster.hosts[0].count}",
+    )
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        default="local",
+        metavar="local|serial|dask://HOST:PORT",
+        help="where points run (default: local processes, one per core)",
+    )
+    p.add_argument("--jobs", type=int, metavar="N", help="local processes (default: cores)")
+    p.add_argument("--profile", type=Path, metavar="PROFILE.yaml", help="calibration profile")
+    p.add_argument(
+        "--force-profile", action="store_true", help="apply the profile outside its scope"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _load_profile(args: argparse.Namespace) -> Any:
+    if args.profile is None:
+        return None
+    from simscale.profile import load_profile
+
+    return load_profile(args.profile)
+
+
+def progress_bar(enabled: bool, what: str) -> AbstractContextManager[Any]:
+    """One progress display for every what-if command: tqdm on stderr."""
+    if not enabled:
+        return nullcontext(None)
+    from tqdm import tqdm
+
+    return tqdm(total=0, desc=what, unit="point", file=sys.stderr, dynamic_ncols=True)
+
+
+def _updater(bar: Any) -> Callable[[int, int], None] | None:
+    if bar is None:
+        return None
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return update
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from simscale.whatif.grid import parse_grid
+    from simscale.whatif.sweep import checkpoint_path, run_sweep
+    from simscale.whatif.tables import check_output, format_rows, write_rows
+
+    grid = parse_grid(args.vary, args.let, args.link)
+    if not grid.axes:
+        raise WhatIfError("sweep: nothing varied; give at least one --vary FIELD=VALUES")
+    checkpoint = None
+    if args.output is not None:
+        checkpoint = checkpoint_path(args.output)
+        if args.fresh:
+            checkpoint.unlink(missing_ok=True)
+        check_output(args.output, force=args.force)
+    if args.plot is not None:
+        _check_plot_args(args, grid.columns)
+    with progress_bar(not args.no_progress, "sweep") as bar:
+        outcome = run_sweep(
+            args.scenario,
+            grid,
+            overrides=args.overrides,
+            profile=_load_profile(args),
+            force_profile=args.force_profile,
+            executor=args.executor,
+            jobs=args.jobs,
+            checkpoint=checkpoint,
+            progress=_updater(bar),
+        )
+    if args.output is not None:
+        write_rows(args.output, outcome.rows, outcome.columns)
+        if checkpoint is not None:
+            checkpoint.unlink(missing_ok=True)
+    print(format_rows(outcome.rows, outcome.columns))
+    resumed = f", {outcome.resumed} kept from the interrupted run" if outcome.resumed else ""
+    print(
+        f"\n{len(outcome.rows)} points: {len(outcome.rows) - outcome.failed} predicted, "
+        f"{outcome.failed} invalid or failed{resumed}"
+        + (f"; rows written to {args.output}" if args.output else "")
+    )
+    if args.plot is not None:
+        from simscale.whatif.chart import load_overlay, scaling_chart
+
+        overlay = load_overlay(args.overlay) if args.overlay else []
+        scaling_chart(
+            outcome.rows,
+            args.plot,
+            series=args.series,
+            labels=_labels(args.series_labels),
+            overlay=overlay,
+            title=args.title or f"predicted scaling: {Path(args.scenario).name}",
+        )
+        print(f"chart written to {args.plot}")
+    return 0
+
+
+def _check_plot_args(args: argparse.Namespace, columns: list[str]) -> None:
+    if args.plot.suffix not in (".png", ".svg", ".pdf"):
+        raise WhatIfError(f"--plot {args.plot}: expected a .png, .svg or .pdf file")
+    if args.plot.exists() and not args.force:
+        raise WhatIfError(f"--plot {args.plot}: exists; pass --force to overwrite it")
+    if args.series is not None and args.series not in columns:
+        raise WhatIfError(
+            f"--series {args.series!r}: not a varied column; varied: {', '.join(columns)}"
+        )
+
+
+def _labels(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        if "=" not in item:
+            raise WhatIfError(f"--series-labels: {item!r} is not VALUE=TEXT")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "sweep": cmd_sweep,
+}
