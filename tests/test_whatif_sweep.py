@@ -191,3 +191,25 @@ def test_cli_bad_sweep_is_one_line(
     assert main(["sweep", str(tiny), "--vary", vary, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_dask_local_cluster_gives_identical_rows(tiny: Path) -> None:
+    """The same sweep through a real dask.distributed scheduler (a LocalCluster with worker
+    processes, reached by its tcp address as a user's lab cluster would be) gives the rows
+    the local executor gives."""
+    distributed = pytest.importorskip("distributed")
+    grid = parse_grid(["kvstore.servers=1,2", "training.batch_per_gpu=16,32,64"])
+    local = run_sweep(tiny, grid, executor="serial").rows
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://")
+        rows = run_sweep(tiny, grid, executor="dask://" + address[len("tcp://") :]).rows
+    assert rows == local
+
+
+def test_unreachable_dask_scheduler_is_one_line(tiny: Path) -> None:
+    pytest.importorskip("distributed")
+    with pytest.raises(WhatIfError, match="cannot reach the Dask scheduler"):
+        run_sweep(tiny, parse_grid(["kvstore.servers=1,2"]), executor="dask://127.0.0.1:9")

@@ -45,6 +45,10 @@ def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
     )
     p.add_argument("--title", help="chart title")
 
+    p = sub.add_parser("schema", help="write the scenario JSON Schema (editor completion)")
+    p.add_argument("-o", "--output", type=Path, help="file to write (default: print it)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+
 
 def _add_space_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -192,6 +196,24 @@ def _labels(text: str | None) -> dict[str, str]:
     return out
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from simscale.schema import schema
+
+    text = json.dumps(schema(), indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    if args.output.exists() and not args.force:
+        raise WhatIfError(f"{args.output}: exists; pass --force to overwrite it")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"scenario schema written to {args.output}")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": cmd_sweep,
+    "schema": cmd_schema,
 }

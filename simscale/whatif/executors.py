@@ -85,8 +85,8 @@ def _dask(spec: str, fn: Fn, tasks: Sequence[Any]) -> Iterator[Any]:
     futures = []
     try:
         futures = client.map(fn, list(tasks), pure=False)
-        for _, result in as_completed(futures, with_results=True):
-            yield result
+        for f in as_completed(futures, loop=client.loop):
+            yield f.result()
     finally:
         for f in futures:
             f.cancel()

@@ -97,17 +97,23 @@ class SweepOutcome:
         self.failed = sum(1 for r in self.rows if r["status"] != "ok")
 
 
-def load_base(path: str | Path) -> dict[str, Any]:
-    data = read_yaml(path)
+def load_base(scenario: str | Path | dict[str, Any] | Scenario) -> tuple[dict[str, Any], str]:
+    """The base scenario as plain YAML data, and a name for messages: from a file, a mapping
+    or a Scenario."""
+    if isinstance(scenario, Scenario):
+        return scenario.to_dict(), scenario.name or "scenario"
+    if isinstance(scenario, dict):
+        return copy.deepcopy(scenario), str(scenario.get("name") or "scenario")
+    data = read_yaml(scenario)
     if not isinstance(data, dict):
         raise ConfigError(
-            "", "expected a YAML mapping with sections cluster, model, training", str(path)
+            "", "expected a YAML mapping with sections cluster, model, training", str(scenario)
         )
-    return data
+    return data, str(scenario)
 
 
 def run_sweep(
-    scenario: str | Path,
+    scenario: str | Path | dict[str, Any] | Scenario,
     grid: Grid,
     *,
     overrides: Sequence[str] = (),
@@ -120,8 +126,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Predict every point of ``grid`` on ``scenario`` (with ``--set`` style ``overrides``
     applied first); rows in point order."""
-    source = str(scenario)
-    base = load_base(scenario)
+    base, source = load_base(scenario)
     try:
         base = apply_overrides(base, list(overrides))
     except ConfigError as e:
