@@ -17,7 +17,7 @@ _API = {
     "predict": "simscale.whatif.api",
     "sweep": "simscale.whatif.api",
     "compare": "simscale.whatif.compare",
-    "advise": "simscale.whatif.advise",
+    "advise": "simscale.whatif.api",
     "interval": "simscale.whatif.uncertainty",
     "schema": "simscale.schema",
 }

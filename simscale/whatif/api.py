@@ -21,6 +21,7 @@ from simscale.profile import Profile
 from simscale.results import Result
 from simscale.scenario import Scenario
 from simscale.whatif.grid import parse_grid
+from simscale.whatif.rows import METRIC_COLUMNS
 from simscale.whatif.sweep import costs_for, load_base, point_scenario, run_sweep
 
 ScenarioLike = str | Path | dict[str, Any] | Scenario
@@ -83,6 +84,11 @@ def _vary_texts(vary: Mapping[str, Any] | Sequence[str]) -> list[str]:
     return [str(t) for t in vary]
 
 
+def _grid(vary: Any, let: Any, link: Any) -> Any:
+    links = [f"{k}={v}" for k, v in link.items()] if isinstance(link, Mapping) else list(link)
+    return parse_grid(_vary_texts(vary), _vary_texts(let), links)
+
+
 def sweep(
     scenario: ScenarioLike,
     vary: Mapping[str, Any] | Sequence[str],
@@ -100,11 +106,9 @@ def sweep(
     """Predict every point of the grid: a list of flat row dicts in point order, or a pandas
     DataFrame with ``as_frame=True``. ``vary`` maps field paths to value lists or range
     strings (``{"cluster.hosts[0].count": "1..8x2"}``); ``link`` maps fields to expressions."""
-    links = [f"{k}={v}" for k, v in link.items()] if isinstance(link, Mapping) else list(link)
-    grid = parse_grid(_vary_texts(vary), _vary_texts(let), links)
     outcome = run_sweep(
         scenario,
-        grid,
+        _grid(vary, let, link),
         overrides=set_texts(set),
         profile=load_profile_like(profile),
         force_profile=force_profile,
@@ -117,3 +121,27 @@ def sweep(
 
         return to_frame(outcome.rows, outcome.columns)
     return outcome.rows
+
+
+def advise(
+    scenario: ScenarioLike,
+    vary: Mapping[str, Any] | Sequence[str],
+    *,
+    target_throughput: float | None = None,
+    deadline_hours: float | None = None,
+    budget_usd: float | None = None,
+    let: Mapping[str, Any] | Sequence[str] = (),
+    link: Mapping[str, str] | Sequence[str] = (),
+    set: Settings = None,
+    profile: str | Path | Profile | None = None,
+    executor: str = "local",
+    runners_up: int = 3,
+) -> Any:
+    """The cheapest and fastest shapes of the grid meeting the target (an ``Advice``)."""
+    from simscale.whatif.advise import Target, choose
+
+    target = Target(target_throughput, deadline_hours, budget_usd)
+    target.validate()
+    rows = sweep(scenario, vary, let=let, link=link, set=set, profile=profile, executor=executor)
+    columns = ["point", *_grid(vary, let, link).columns, *METRIC_COLUMNS]
+    return choose(rows, columns, target, runners_up)

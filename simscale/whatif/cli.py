@@ -45,6 +45,35 @@ def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
     )
     p.add_argument("--title", help="chart title")
 
+    p = sub.add_parser(
+        "compare", help="the same cluster under different choices, differences in words"
+    )
+    add_scenario_args(p, many=True)
+    p.add_argument(
+        "--vs",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE[,FIELD=VALUE]",
+        help="a variant of the first scenario, e.g. --vs kvstore.mode=allreduce (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _add_run_args(p)
+
+    p = sub.add_parser(
+        "advise", help="cheapest and fastest shapes meeting a throughput target or deadline"
+    )
+    add_scenario_args(p)
+    _add_space_args(p)
+    goal = p.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--target-throughput", type=float, metavar="SAMPLES_PER_S")
+    goal.add_argument(
+        "--deadline", type=float, metavar="HOURS", help="train dataset_samples x epochs within"
+    )
+    p.add_argument("--budget", type=float, metavar="USD", help="at most this to train")
+    p.add_argument("--runners-up", type=int, default=3, metavar="N")
+    p.add_argument("--json", action="store_true", help="print the advice as JSON")
+    _add_run_args(p)
+
     p = sub.add_parser("schema", help="write the scenario JSON Schema (editor completion)")
     p.add_argument("-o", "--output", type=Path, help="file to write (default: print it)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
@@ -118,9 +147,28 @@ def _updater(bar: Any) -> Callable[[int, int], None] | None:
     return update
 
 
+def _run_grid(
+    args: argparse.Namespace, what: str, grid: Any, checkpoint: Path | None = None
+) -> Any:
+    from simscale.whatif.sweep import run_sweep
+
+    with progress_bar(not args.no_progress, what) as bar:
+        return run_sweep(
+            args.scenario,
+            grid,
+            overrides=args.overrides,
+            profile=_load_profile(args),
+            force_profile=args.force_profile,
+            executor=args.executor,
+            jobs=args.jobs,
+            checkpoint=checkpoint,
+            progress=_updater(bar),
+        )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from simscale.whatif.grid import parse_grid
-    from simscale.whatif.sweep import checkpoint_path, run_sweep
+    from simscale.whatif.sweep import checkpoint_path
     from simscale.whatif.tables import check_output, format_rows, write_rows
 
     grid = parse_grid(args.vary, args.let, args.link)
@@ -134,18 +182,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_output(args.output, force=args.force)
     if args.plot is not None:
         _check_plot_args(args, grid.columns)
-    with progress_bar(not args.no_progress, "sweep") as bar:
-        outcome = run_sweep(
-            args.scenario,
-            grid,
-            overrides=args.overrides,
-            profile=_load_profile(args),
-            force_profile=args.force_profile,
-            executor=args.executor,
-            jobs=args.jobs,
-            checkpoint=checkpoint,
-            progress=_updater(bar),
-        )
+    outcome = _run_grid(args, "sweep", grid, checkpoint)
     if args.output is not None:
         write_rows(args.output, outcome.rows, outcome.columns)
         if checkpoint is not None:
@@ -196,6 +233,49 @@ def _labels(text: str | None) -> dict[str, str]:
     return out
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from simscale.whatif.compare import compare, explain, format_comparison
+
+    if len(args.scenario) + len(args.vs) < 2:
+        raise WhatIfError("compare: give two or more scenarios, or one and --vs FIELD=VALUE")
+    entries = compare(
+        args.scenario,
+        args.vs,
+        overrides=args.overrides,
+        profile=_load_profile(args),
+        force_profile=args.force_profile,
+        executor=args.executor,
+    )
+    if args.json:
+        payload = {"entries": [e.to_dict() for e in entries], "differences": explain(entries)}
+        print(json.dumps(payload, indent=2, allow_nan=False))
+    else:
+        print(format_comparison(entries))
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    import json
+
+    from simscale.whatif.advise import Target, choose, format_advice
+    from simscale.whatif.grid import parse_grid
+
+    target = Target(args.target_throughput, args.deadline, args.budget)
+    target.validate()
+    grid = parse_grid(args.vary, args.let, args.link)
+    if not grid.axes:
+        raise WhatIfError("advise: no space to search; give --vary FIELD=VALUES")
+    outcome = _run_grid(args, "advise", grid)
+    advice = choose(outcome.rows, outcome.columns, target, args.runners_up)
+    if args.json:
+        print(json.dumps(advice.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(format_advice(advice))
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
@@ -216,4 +296,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": cmd_sweep,
     "schema": cmd_schema,
+    "compare": cmd_compare,
+    "advise": cmd_advise,
 }
