@@ -61,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
 
+    p.add_argument(
+        "--interval",
+        type=float,
+        metavar="LEVEL",
+        help="also give a LEVEL%% interval (e.g. 90) from the profile's parameter uncertainty "
+        "and seeded repetitions",
+    )
+    p.add_argument("--draws", type=int, default=24, metavar="N", help="simulations for --interval")
+
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
 
@@ -146,6 +155,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides)
     costs = None
+    profile = None
     if args.profile is not None:
         profile = load_profile(args.profile)
         costs = profile.costs_for(scenario, force=args.force_profile)
@@ -162,6 +172,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
         assert sim.spans is not None
         write_trace(args.trace, sim.spans, scenario.simulation.warmup_iterations, scenario.name)
     payload = result.to_json()
+    iv = None
+    if args.interval is not None:
+        from simscale.whatif.uncertainty import interval
+
+        iv = interval(
+            scenario,
+            profile if args.profile is not None else None,
+            level=args.interval / 100,
+            draws=args.draws,
+            force_profile=args.force_profile,
+        )
+        payload = json.dumps(
+            {**result.to_dict(), "interval": iv.to_dict()}, indent=2, allow_nan=False
+        )
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")
     if args.json:
@@ -170,6 +194,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from simscale.results import format_table
 
         print(format_table(result))
+        if iv is not None:
+            print(f"\ninterval      {iv.words}")
         if args.trace is not None:
             print(
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "

@@ -25,7 +25,7 @@ _ENUMS: dict[str, Any] = {
 }
 
 
-def _bounds(f: dataclasses.Field[Any]) -> dict[str, Any]:
+def field_bounds(f: dataclasses.Field[Any]) -> dict[str, Any]:
     """Bounds from a field's check: its message for a value far out of range names them."""
     chk = f.metadata.get("check")
     out: dict[str, Any] = {}
@@ -76,7 +76,7 @@ def _define(cls: Any, defs: dict[str, Any]) -> None:
     required = []
     for f in dataclasses.fields(cls):
         prop = _type_schema(hints[f.name], defs, f.name)
-        bounds = _bounds(f)
+        bounds = field_bounds(f)
         if bounds:
             prop = {**prop, **bounds} if "anyOf" not in prop else {"anyOf": prop["anyOf"], **bounds}
         unit = f.metadata.get("unit")

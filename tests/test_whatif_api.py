@@ -77,3 +77,15 @@ def test_schema_accepts_every_shipped_scenario_and_rejects_typos(tmp_path: Path)
     assert list(validator.iter_errors(bad))
     # never overwritten by default
     assert main(["schema", "-o", str(out)]) == 2
+
+
+def test_predict_interval_is_printed_and_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    args = ["predict", "scenarios/cpu-2x2-sync.yaml", "--interval", "90", "--draws", "3"]
+    assert main([*args, "-o", str(out)]) == 0
+    assert "90% interval" in capsys.readouterr().out
+    written = json.loads(out.read_text())
+    assert written["interval"]["level"] == 0.9
+    assert written["interval"]["low_samples_per_s"] <= written["interval"]["high_samples_per_s"]
