@@ -16,6 +16,7 @@ from typing import Any
 from simscale.whatif.errors import WhatIfError
 
 AddScenarioArgs = Callable[..., None]
+MAX_ROWS_SHOWN = 60
 
 
 def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
@@ -182,12 +183,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_output(args.output, force=args.force)
     if args.plot is not None:
         _check_plot_args(args, grid.columns)
-    outcome = _run_grid(args, "sweep", grid, checkpoint)
+    try:
+        outcome = _run_grid(args, "sweep", grid, checkpoint)
+    except KeyboardInterrupt:
+        if checkpoint is not None and checkpoint.exists():
+            print(
+                f"simscale: finished rows kept in {checkpoint}; run the same command again to "
+                "continue",
+                file=sys.stderr,
+            )
+        raise
     if args.output is not None:
         write_rows(args.output, outcome.rows, outcome.columns)
         if checkpoint is not None:
             checkpoint.unlink(missing_ok=True)
-    print(format_rows(outcome.rows, outcome.columns))
+    print(format_rows(outcome.rows[:MAX_ROWS_SHOWN], outcome.columns))
+    if len(outcome.rows) > MAX_ROWS_SHOWN:
+        print(
+            f"... {len(outcome.rows) - MAX_ROWS_SHOWN} more rows"
+            + (f" in {args.output}" if args.output else " (write them all with -o FILE)")
+        )
     resumed = f", {outcome.resumed} kept from the interrupted run" if outcome.resumed else ""
     print(
         f"\n{len(outcome.rows)} points: {len(outcome.rows) - outcome.failed} predicted, "
