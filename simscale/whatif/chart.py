@@ -188,7 +188,9 @@ def scaling_chart(
     ax2.set_ylim(-110, 108)
     ax2.set_yticks([0, 20, 40, 60, 80, 100])
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=min(4, len(keys) + 2), fontsize=8
+    )
     ax.set_title(title, fontsize=10)
     fig.text(
         0.01,
@@ -197,7 +199,7 @@ def scaling_chart(
         fontsize=7,
         color="0.35",
     )
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
     plt.close(fig)
