@@ -60,7 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
-
     p.add_argument(
         "--interval",
         type=float,
@@ -178,7 +177,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         iv = interval(
             scenario,
-            profile if args.profile is not None else None,
+            profile,
             level=args.interval / 100,
             draws=args.draws,
             force_profile=args.force_profile,
