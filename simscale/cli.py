@@ -170,7 +170,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.trace is not None:
         assert sim.spans is not None
         write_trace(args.trace, sim.spans, scenario.simulation.warmup_iterations, scenario.name)
-    payload = result.to_json()
+    from simscale.whatif.pricing import cluster_price, cost_fields
+
+    cost = {
+        **cost_fields(scenario, result.throughput_samples_per_s),
+        "price_sources": cluster_price(scenario).describe(),
+    }
     iv = None
     if args.interval is not None:
         from simscale.whatif.uncertainty import interval
@@ -182,9 +187,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
             draws=args.draws,
             force_profile=args.force_profile,
         )
-        payload = json.dumps(
-            {**result.to_dict(), "interval": iv.to_dict()}, indent=2, allow_nan=False
-        )
+    extra = {"cost": cost, **({"interval": iv.to_dict()} if iv is not None else {})}
+    payload = json.dumps({**result.to_dict(), **extra}, indent=2, allow_nan=False)
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")
     if args.json:
@@ -193,6 +197,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from simscale.results import format_table
 
         print(format_table(result))
+        print(f"\ncost          {_cost_words(cost)}")
         if iv is not None:
             print(f"\ninterval      {iv.words}")
         if args.trace is not None:
@@ -201,6 +206,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 f"{args.trace} (open in ui.perfetto.dev)"
             )
     return 0
+
+
+def _cost_words(cost: dict[str, object]) -> str:
+    """$/hour, samples per dollar and time and cost to train, in one line (or why not)."""
+    usd_h, per_usd = cost["usd_per_hour"], cost["samples_per_usd"]
+    if usd_h is None:
+        words = f"unknown: {cost['price_sources']} (set usd_per_hour in the scenario)"
+    else:
+        words = f"${usd_h:,.2f}/hour, {per_usd:,.0f} samples per dollar"
+    hours, usd = cost["train_hours"], cost["train_usd"]
+    if hours is not None:
+        words += f"; to train: {hours:,.2f} h" + (f", ${usd:,.0f}" if usd is not None else "")
+    return words
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -78,3 +78,19 @@ def test_training_fields_are_validated() -> None:
 
     with pytest.raises(ConfigError, match=r"training\.epochs: got -1"):
         scenario_from_dict(_scenario(training={"batch_per_gpu": 1, "epochs": -1}))
+
+
+def test_predict_reports_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from simscale.cli import main
+
+    settings = ["--set", "training.dataset_samples=1000000", "--set", "training.epochs=2"]
+    assert main(["predict", "scenarios/cpu-2x2-sync.yaml", "--json", *settings]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cost"]["usd_per_hour"] is None and "no usd_per_hour" in d["cost"]["price_sources"]
+    assert d["cost"]["train_hours"] == pytest.approx(2e6 / d["throughput_samples_per_s"] / 3600)
+    priced = [*settings, "--set", "cluster.hosts[0].usd_per_hour=1.5"]
+    assert main(["predict", "scenarios/cpu-2x2-sync.yaml", *priced]) == 0
+    out = capsys.readouterr().out
+    assert "$3.00/hour" in out and "to train:" in out
