@@ -209,7 +209,10 @@ def test_dask_local_cluster_gives_identical_rows(tiny: Path) -> None:
     assert rows == local
 
 
-def test_unreachable_dask_scheduler_is_one_line(tiny: Path) -> None:
+def test_unreachable_dask_scheduler_is_one_line(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("distributed")
+    monkeypatch.setattr("simscale.whatif.executors.DASK_CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(WhatIfError, match="cannot reach the Dask scheduler"):
         run_sweep(tiny, parse_grid(["kvstore.servers=1,2"]), executor="dask://127.0.0.1:9")

@@ -18,6 +18,8 @@ from typing import Any
 from simscale.whatif.errors import WhatIfError
 
 Fn = Callable[[Any], Any]
+# How long to wait for a Dask scheduler before saying it cannot be reached.
+DASK_CONNECT_TIMEOUT_S = 10.0
 
 
 def run_tasks(spec: str, fn: Fn, tasks: Sequence[Any], jobs: int | None = None) -> Iterator[Any]:
@@ -79,7 +81,7 @@ def _dask(spec: str, fn: Fn, tasks: Sequence[Any]) -> Iterator[Any]:
             f"--executor {spec}: dask.distributed is not installed (pip install 'simscale[dask]')"
         ) from None
     try:
-        client = Client(address, timeout="10s", set_as_default=False)
+        client = Client(address, timeout=DASK_CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as e:
         raise WhatIfError(f"--executor {spec}: cannot reach the Dask scheduler: {e}") from None
     futures = []
