@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from calibration.fit import FitResult, fit
+from calibration.fit import PARAMETERS, FitResult, fit
 from calibration.runs import RunSet, load_runs
 from simscale.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
@@ -40,6 +40,8 @@ def calibrate(
             parameters=tuple(result.values),
             # Parameters the data cannot pin down have no finite sigma and are left out.
             uncertainty={k: v for k, v in result.sigma_rel.items() if math.isfinite(v)},
+            covariance=result.covariance,
+            linear_parameters=tuple(n for n in result.values if not PARAMETERS[n].log_scale),
             train_mape=result.mape,
             method="scipy.optimize.least_squares (trf) on log(predicted/measured) per "
             "configuration, repeats averaged",

@@ -115,6 +115,9 @@ class FitResult:
     measured: tuple[float, ...]
     predicted: tuple[float, ...]
     evaluations: int
+    # Gauss-Newton covariance of the fitted coordinates (log of the value for log-scaled
+    # parameters), rows and columns in ``values`` order; empty when not identifiable.
+    covariance: tuple[tuple[float, ...], ...] = ()
 
     @property
     def ape(self) -> np.ndarray:
@@ -170,9 +173,10 @@ def fit(
             method="trf",
         )
         x = sol.x
-        sigma = _sigma(sol.jac, sol.fun, params)
+        cov = _covariance(sol.jac, sol.fun)
+        sigma = _sigma(cov, params)
     else:
-        x, sigma = x0, {}
+        x, sigma, cov = x0, {}, None
     values = {p.name: p.from_x(v) for p, v in zip(params, x, strict=True)}
     costs = with_values(base, params, list(values.values()))
     predicted = tuple(predict(s, costs) for s in scenarios)
@@ -184,19 +188,31 @@ def fit(
         measured=tuple(measured.tolist()),
         predicted=predicted,
         evaluations=calls[0],
+        # Kept only when every entry is finite: a sampler cannot use a partial matrix.
+        covariance=tuple(tuple(float(v) for v in row) for row in cov)
+        if cov is not None and np.all(np.isfinite(cov))
+        else (),
     )
 
 
-def _sigma(jac: np.ndarray, fun: np.ndarray, params: Sequence[Parameter]) -> dict[str, float]:
-    """1-sigma uncertainty from the Gauss-Newton covariance s^2 (J^T J)^-1; relative for the
-    log-scaled parameters (sigma of log x), absolute for the linear ones."""
+def _covariance(jac: np.ndarray, fun: np.ndarray) -> np.ndarray | None:
+    """The Gauss-Newton parameter covariance s^2 (J^T J)^-1, s^2 the residual variance; None
+    when there are no more residuals than parameters or J^T J is singular."""
     m, n = jac.shape
     if m <= n:
-        return {p.name: math.nan for p in params}
+        return None
     s2 = float(fun @ fun) / (m - n)
     try:
         cov = np.linalg.inv(jac.T @ jac) * s2
     except np.linalg.LinAlgError:
+        return None
+    return cov
+
+
+def _sigma(cov: np.ndarray | None, params: Sequence[Parameter]) -> dict[str, float]:
+    """1-sigma uncertainty from the covariance's diagonal; relative for the log-scaled
+    parameters (sigma of log x), absolute for the linear ones."""
+    if cov is None:
         return {p.name: math.nan for p in params}
     diag = np.diag(cov)
     return {

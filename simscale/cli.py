@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
     _add_force_arg(p)
+    p.add_argument(
+        "--interval",
+        type=float,
+        metavar="LEVEL",
+        help="also give a LEVEL%% interval (e.g. 90) from the profile's parameter uncertainty "
+        "and seeded repetitions",
+    )
+    p.add_argument("--draws", type=int, default=24, metavar="N", help="simulations for --interval")
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -109,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. /tmp/cal.png: writes -scatter, -scaling, -workers files",
     )
     _add_force_arg(p)
+    from simscale.whatif import cli as whatif_cli
+
+    whatif_cli.add_parsers(sub, _add_scenario_args)
     return parser
 
 
@@ -133,13 +144,16 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from calibration.errors import CalibrationError
+    from simscale.whatif import WhatIfError
+    from simscale.whatif import cli as whatif_cli
 
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         stop_on_signals()  # SIGTERM stops a command (and its fold processes) as Ctrl-C does
+    commands = {**COMMANDS, **whatif_cli.COMMANDS}
     try:
-        return COMMANDS[args.command](args)
-    except (ConfigError, CalibrationError) as e:
+        return commands[args.command](args)
+    except (ConfigError, CalibrationError, WhatIfError) as e:
         print(f"simscale: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as e:
@@ -163,6 +177,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
     refuse_if_too_long(scenario, args.scenario)
     costs = None
+    profile = None
     if args.profile is not None:
         profile = load_profile(args.profile)
         costs = profile.costs_for(scenario, force=args.force_profile)
@@ -178,7 +193,25 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.trace is not None:
         assert sim.spans is not None
         write_trace(args.trace, sim.spans, scenario.simulation.warmup_iterations, scenario.name)
-    payload = result.to_json()
+    from simscale.whatif.pricing import cluster_price, cost_fields
+
+    cost = {
+        **cost_fields(scenario, result.throughput_samples_per_s),
+        "price_sources": cluster_price(scenario).describe(),
+    }
+    iv = None
+    if args.interval is not None:
+        from simscale.whatif.uncertainty import interval
+
+        iv = interval(
+            scenario,
+            profile,
+            level=args.interval / 100,
+            draws=args.draws,
+            force_profile=args.force_profile,
+        )
+    extra = {"cost": cost, **({"interval": iv.to_dict()} if iv is not None else {})}
+    payload = json.dumps({**result.to_dict(), **extra}, indent=2, allow_nan=False)
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")
     if args.json:
@@ -187,6 +220,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from simscale.results import format_table
 
         print(format_table(result))
+        print(f"\ncost          {_cost_words(cost)}")
+        if iv is not None:
+            print(f"\ninterval      {iv.words}")
         if args.trace is not None:
             print(
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "
@@ -202,6 +238,17 @@ def refuse_if_too_long(scenario: Scenario, source: str) -> None:
     work = estimate(scenario)
     if work.too_long:
         raise ConfigError("", work.explain(), source)
+def _cost_words(cost: dict[str, object]) -> str:
+    """$/hour, samples per dollar and time and cost to train, in one line (or why not)."""
+    usd_h, per_usd = cost["usd_per_hour"], cost["samples_per_usd"]
+    if usd_h is None:
+        words = f"unknown: {cost['price_sources']} (set usd_per_hour in the scenario)"
+    else:
+        words = f"${usd_h:,.2f}/hour, {per_usd:,.0f} samples per dollar"
+    hours, usd = cost["train_hours"], cost["train_usd"]
+    if hours is not None:
+        words += f"; to train: {hours:,.2f} h" + (f", ${usd:,.0f}" if usd is not None else "")
+    return words
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -93,28 +93,71 @@ class InstanceSpec:
     nic_gbps: float
     vcpus: int
     source: str
+    # On-demand price per hour (Linux, US East) and where it was read; None where no public
+    # source could be checked (a scenario can give ``usd_per_hour`` itself).
+    usd_per_hour: float | None = None
+    price_source: str = ""
 
 
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
 _AWS_P3 = "AWS EC2 P3 instance page (instance table)"
 _AWS_C5N = "AWS EC2 C5n instance page (instance table)"
 
+# Prices: on-demand USD per hour, Linux, US East (N. Virginia), as read on PRICES_READ_ON from
+# the public page named beside each. Cloud prices change; a scenario's ``usd_per_hour``
+# overrides the preset. Where no page listing the price could be found, the price is None
+# (unknown) rather than a remembered number.
+PRICES_READ_ON = "2026-11-22"
+_PRICE_P2 = (
+    "gist.github.com/slavivanov/9af05ba30f3f3d6e8c22253b052fec59 (2017-03-16, N. Virginia "
+    "on-demand table)"
+)
+_PRICE_P3_16 = (
+    "third-party: a README quoting 'AWS 8xV100 (~$24.48 on-demand)'; not checked against "
+    "AWS's own page"
+)
+_PRICE_C5_18 = (
+    "AWS EC2 Auto Scaling user guide, 'Spot price per unit hour example' (US East; AWS calls "
+    "the table example pricing)"
+)
+_PRICE_P5 = "wring.co/blog/aws-ec2-pricing-guide (2026-03-08)"
+_NO_PRICE = "no public price found here; set usd_per_hour in the scenario"
+
 INSTANCES: dict[str, InstanceSpec] = {
     i.name: i
     for i in (
-        InstanceSpec("p2.xlarge", 1, "K80", 1.0, 4, _AWS_P2 + "; 'High' networking, ~1 Gbit/s"),
-        InstanceSpec("p2.8xlarge", 8, "K80", 10.0, 32, _AWS_P2),
-        InstanceSpec("p2.16xlarge", 16, "K80", 25.0, 64, _AWS_P2),
-        InstanceSpec("p3.2xlarge", 1, "V100", 10.0, 8, _AWS_P3 + "; 'up to 10 Gbit/s'"),
-        InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3),
-        InstanceSpec("p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3),
-        InstanceSpec("p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3),
-        InstanceSpec("p4d.24xlarge", 8, "A100", 400.0, 96, "AWS EC2 P4 instance page"),
-        InstanceSpec("p5.48xlarge", 8, "H100", 3200.0, 192, "AWS EC2 P5 instance page"),
-        InstanceSpec("c5.18xlarge", 0, None, 25.0, 72, "AWS EC2 C5 instance page"),
-        InstanceSpec("c5n.4xlarge", 0, None, 25.0, 16, _AWS_C5N + "; 'up to 25 Gbit/s'"),
-        InstanceSpec("c5n.9xlarge", 0, None, 50.0, 36, _AWS_C5N),
-        InstanceSpec("c5n.18xlarge", 0, None, 100.0, 72, _AWS_C5N),
+        InstanceSpec(
+            "p2.xlarge",
+            1,
+            "K80",
+            1.0,
+            4,
+            _AWS_P2 + "; 'High' networking, ~1 Gbit/s",
+            0.90,
+            _PRICE_P2,
+        ),
+        InstanceSpec("p2.8xlarge", 8, "K80", 10.0, 32, _AWS_P2, 7.20, _PRICE_P2),
+        InstanceSpec("p2.16xlarge", 16, "K80", 25.0, 64, _AWS_P2, 14.40, _PRICE_P2),
+        InstanceSpec(
+            "p3.2xlarge", 1, "V100", 10.0, 8, _AWS_P3 + "; 'up to 10 Gbit/s'", None, _NO_PRICE
+        ),
+        InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3, None, _NO_PRICE),
+        InstanceSpec("p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3, 24.48, _PRICE_P3_16),
+        InstanceSpec("p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3, None, _NO_PRICE),
+        InstanceSpec(
+            "p4d.24xlarge", 8, "A100", 400.0, 96, "AWS EC2 P4 instance page", None, _NO_PRICE
+        ),
+        InstanceSpec(
+            "p5.48xlarge", 8, "H100", 3200.0, 192, "AWS EC2 P5 instance page", 98.32, _PRICE_P5
+        ),
+        InstanceSpec(
+            "c5.18xlarge", 0, None, 25.0, 72, "AWS EC2 C5 instance page", 3.06, _PRICE_C5_18
+        ),
+        InstanceSpec(
+            "c5n.4xlarge", 0, None, 25.0, 16, _AWS_C5N + "; 'up to 25 Gbit/s'", None, _NO_PRICE
+        ),
+        InstanceSpec("c5n.9xlarge", 0, None, 50.0, 36, _AWS_C5N, None, _NO_PRICE),
+        InstanceSpec("c5n.18xlarge", 0, None, 100.0, 72, _AWS_C5N, None, _NO_PRICE),
     )
 }
 

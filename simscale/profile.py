@@ -29,7 +29,12 @@ class FitInfo:
     date: str = ""
     records: tuple[str, ...] = ()  # sha256 of each run record used
     parameters: tuple[str, ...] = ()  # names of the fitted parameters
-    uncertainty: dict[str, float] = field(default_factory=dict)  # 1-sigma per parameter
+    # 1-sigma per parameter: of log(value) (a relative sigma) unless in linear_parameters.
+    uncertainty: dict[str, float] = field(default_factory=dict)
+    # Covariance of the fitted coordinates (log(value), or the value for linear_parameters),
+    # rows and columns in ``parameters`` order; empty in profiles fitted before it was kept.
+    covariance: tuple[tuple[float, ...], ...] = ()
+    linear_parameters: tuple[str, ...] = ()
     train_mape: float = 0.0
     method: str = ""
 

@@ -102,6 +102,10 @@ class HostGroup:
         default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
     )
     cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(
+        default=None, metadata=between(0.0, 10_000.0, "USD per host-hour")
+    )
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -145,6 +149,10 @@ class ServerHostGroup:
         default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
     )
     cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(
+        default=None, metadata=between(0.0, 10_000.0, "USD per host-hour")
+    )
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -232,6 +240,11 @@ class TrainingConfig:
     batch_per_gpu: int = field(metadata=count_in(1, MAX_BATCH_PER_GPU, "samples"))
     precision: Literal["fp32", "fp16"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Samples in one epoch and epochs to train: with both, results report time and cost to train.
+    dataset_samples: int | None = field(
+        default=None, metadata=count_in(1, 10**13, "samples")
+    )
+    epochs: float | None = field(default=None, metadata=above(0.0, 1e6, "epochs"))
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,13 @@ def test_calibrate_writes_a_profile_that_predict_applies_only_in_scope(
     assert profile.compute == "real"  # the synthetic records' realrun.compute
     assert len(profile.fit.records) == len(SHAPES)
     assert profile.costs.message_overhead_us == pytest.approx(300, rel=0.05)
+    # The covariance of the fitted (log) coordinates is kept for interval sampling; its
+    # diagonal is the 1-sigma the profile reports.
+    cov = profile.fit.covariance
+    assert len(cov) == len(FITTED) and all(len(row) == len(FITTED) for row in cov)
+    for i, name in enumerate(profile.fit.parameters):
+        assert cov[i][i] ** 0.5 == pytest.approx(profile.fit.uncertainty[name])
+    assert profile.fit.linear_parameters == ()
 
     def predicted(path: Path, *extra: str) -> float:
         capsys.readouterr()
