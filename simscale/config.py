@@ -60,20 +60,22 @@ def describe(value: Any) -> str:
 Check = Callable[[Any], str | None]
 
 
-def check(fn: Check, unit: str = "") -> dict[str, Any]:
-    return {"check": fn, "unit": unit}
+def check(fn: Check, unit: str = "", **bounds: float) -> dict[str, Any]:
+    """Field metadata: the check, its unit, and its bounds as JSON Schema keywords (``minimum``,
+    ``exclusiveMinimum``, ``maximum``) so that the schema is derived from the same numbers."""
+    return {"check": fn, "unit": unit, "bounds": bounds}
 
 
 def positive(unit: str = "") -> dict[str, Any]:
-    return check(lambda v: None if v > 0 else "a number > 0", unit)
+    return check(lambda v: None if v > 0 else "a number > 0", unit, exclusiveMinimum=0)
 
 
 def non_negative(unit: str = "") -> dict[str, Any]:
-    return check(lambda v: None if v >= 0 else "a number >= 0", unit)
+    return check(lambda v: None if v >= 0 else "a number >= 0", unit, minimum=0)
 
 
 def at_least(low: float, unit: str = "") -> dict[str, Any]:
-    return check(lambda v: None if v >= low else f"a number >= {low}", unit)
+    return check(lambda v: None if v >= low else f"a number >= {low}", unit, minimum=low)
 
 
 def _num(x: float) -> str:
@@ -85,14 +87,20 @@ def _num(x: float) -> str:
 
 def between(low: float, high: float, unit: str = "") -> dict[str, Any]:
     return check(
-        lambda v: None if low <= v <= high else f"a number in [{_num(low)}, {_num(high)}]", unit
+        lambda v: None if low <= v <= high else f"a number in [{_num(low)}, {_num(high)}]",
+        unit,
+        minimum=low,
+        maximum=high,
     )
 
 
 def above(low: float, high: float, unit: str = "") -> dict[str, Any]:
     """A number in the half-open range (low, high]: for rates and costs that cannot be zero."""
     return check(
-        lambda v: None if low < v <= high else f"a number in ({_num(low)}, {_num(high)}]", unit
+        lambda v: None if low < v <= high else f"a number in ({_num(low)}, {_num(high)}]",
+        unit,
+        exclusiveMinimum=low,
+        maximum=high,
     )
 
 
@@ -100,7 +108,10 @@ def count_in(low: int, high: int, unit: str = "") -> dict[str, Any]:
     """An integer count in [low, high]; the bound is what is physically plausible, so that an
     absurd value is refused here rather than exhausting memory or time in the simulator."""
     return check(
-        lambda v: None if low <= v <= high else f"an integer in [{_num(low)}, {_num(high)}]", unit
+        lambda v: None if low <= v <= high else f"an integer in [{_num(low)}, {_num(high)}]",
+        unit,
+        minimum=low,
+        maximum=high,
     )
 
 

@@ -9,7 +9,6 @@ from the loader; the loader stays the authority (cross-field rules live only the
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from typing import Any, Literal
@@ -26,19 +25,8 @@ _ENUMS: dict[str, Any] = {
 
 
 def field_bounds(f: dataclasses.Field[Any]) -> dict[str, Any]:
-    """Bounds from a field's check: its message for a value far out of range names them."""
-    chk = f.metadata.get("check")
-    out: dict[str, Any] = {}
-    if chk is None:
-        return out
-    text = chk(-1e300) or ""
-    if m := re.fullmatch(r"a number > (\S+)", text):
-        out["exclusiveMinimum"] = float(m.group(1))
-    elif m := re.fullmatch(r"a number >= (\S+)", text):
-        out["minimum"] = float(m.group(1))
-    elif m := re.fullmatch(r"a number in \[(\S+), (\S+)\]", text):
-        out["minimum"], out["maximum"] = float(m.group(1)), float(m.group(2))
-    return out
+    """The JSON Schema bounds simscale.config's field check declares (minimum, maximum, ...)."""
+    return {k: float(v) for k, v in f.metadata.get("bounds", {}).items()}
 
 
 def _type_schema(tp: Any, defs: dict[str, Any], name: str = "") -> dict[str, Any]:
