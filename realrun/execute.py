@@ -76,6 +76,7 @@ def run_scenario(
 ) -> tuple[RunRecord, Path]:
     """Run once and write the record (default ``runs/NAME.json``); never raises for a failed
     job (the record says), only for one that could not start."""
+    from realrun.allreduce.job import AllreduceJob
     from realrun.job import Job
 
     options = options or LaunchOptions()
@@ -83,7 +84,8 @@ def run_scenario(
     scenario = load_scenario(path, list(overrides))
     check_runnable(scenario, options)
     with open_launcher(scenario, options) as launcher:
-        job = Job(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
+        job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
     out = Path(output) if output else Path("runs") / f"{scenario.name}.json"

@@ -72,11 +72,7 @@ class Job:
         self.timeout_s = timeout_s
         self.num_workers = self.scenario.num_workers
         self.num_servers = self.scenario.num_servers
-        if self.num_servers < 1:
-            raise ValueError(
-                f"kvstore.mode {self.scenario.kvstore.mode!r} runs no servers; "
-                "realrun runs the dist_* modes"
-            )
+        self._check_mode()
         sim = self.scenario.simulation
         self.iterations = sim.warmup_iterations + sim.measured_iterations
         self.progress = (
@@ -93,6 +89,19 @@ class Job:
         self.state = JobState()
         self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._reader: threading.Thread | None = None
+
+    def _check_mode(self) -> None:
+        """ValueError for a kvstore mode this job cannot run (realrun.allreduce runs allreduce)."""
+        if self.num_servers < 1:
+            raise ValueError(
+                f"kvstore.mode {self.scenario.kvstore.mode!r} runs no servers; "
+                "realrun runs the dist_* modes and allreduce"
+            )
+
+    def _samples_per_worker(self) -> list[int]:
+        """Samples one worker process trains per iteration, in rank order."""
+        s = self.scenario
+        return [s.training.batch_per_gpu * s.gpus_per_worker(w) for w in range(self.num_workers)]
 
     def run(self) -> RunRecord:
         """Run to the end or the first failure; never raises for a failed job (see record)."""
@@ -293,7 +302,7 @@ class Job:
     def _record(self, started: float, wall_s: float) -> RunRecord:
         s = self.scenario
         iterations = sorted(self.state.iterations, key=lambda t: (t.iteration, t.worker))
-        samples = [s.training.batch_per_gpu * s.gpus_per_worker(w) for w in range(self.num_workers)]
+        samples = self._samples_per_worker()
         complete = (
             self.state.done
             and self.state.error is None

@@ -80,6 +80,69 @@ def initialise_keys(
         h.wait(INIT_WAIT_LIMIT_S)
 
 
+def build_replicas(
+    models: ModuleType, model: str, seed: int, devices: list[torch.device]
+) -> list[nn.Module]:
+    """One copy of ``model`` per device, initialised from ``seed``.
+
+    Initialisation draws from torch's global generator; the lock keeps it reproducible when
+    several workers share one process (tests). Only worker 0's values reach the servers (or
+    rank 0's the other ranks) anyway."""
+    replicas = []
+    with _BUILD_LOCK:
+        torch.manual_seed(seed)
+        for dev in devices:
+            with torch.device(dev):
+                replicas.append(models.build(model))
+    return replicas
+
+
+def hook_keys(
+    first: nn.Module,
+    params: list[list[torch.Tensor]],
+    on_grad: Callable[[int, int], Callable[[torch.Tensor], None]],
+    before_forward: Callable[[list[int]], None],
+) -> None:
+    """The overlap's two hooks: ``on_grad(key, replica)`` as every replica's post-accumulate-
+    grad hook of each key, and ``before_forward(keys)`` before each module of replica ``first``
+    (whose parameters are ``params[0]``) runs, with that module's own keys."""
+    for r, replica_params in enumerate(params):
+        for k, p in enumerate(replica_params):
+            p.register_post_accumulate_grad_hook(on_grad(k, r))
+    key_of = {id(p): k for k, p in enumerate(params[0])}
+    for module in first.modules():
+        keys = [key_of[id(p)] for p in module.parameters(recurse=False)]
+        if keys:
+            module.register_forward_pre_hook(lambda m, args, keys=keys: before_forward(keys))
+
+
+def synthetic_batches(
+    models: ModuleType,
+    model: str,
+    batch_per_gpu: int,
+    seed: int,
+    rank: int,
+    first_replica: int,
+    devices: list[torch.device],
+    iterations: int,
+) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Each replica's pool of synthetic batches; replica r here is GPU ``first_replica + r``
+    of worker host ``rank`` (``batch_seed``)."""
+    pool = min(DATA_POOL, iterations)
+    return [
+        [
+            models.synthetic_batch(
+                model,
+                batch_per_gpu,
+                torch.Generator().manual_seed(batch_seed(seed, rank, first_replica + r, j)),
+                dev,
+            )
+            for j in range(pool)
+        ]
+        for r, dev in enumerate(devices)
+    ]
+
+
 class Trainer:
     """Trains ``plan.model`` through ``kv``; ``models`` provides build/synthetic_batch/loss."""
 
@@ -90,15 +153,7 @@ class Trainer:
         self.devices = resolve_devices(plan.device, plan.gpus)
         self.on_gpu = self.devices[0].type == "cuda"
         self.aggregation = "gpu" if (plan.device_aggregation and self.on_gpu) else "cpu"
-        self.replicas: list[nn.Module] = []
-        # Initialisation draws from torch's global generator; the lock keeps it reproducible
-        # when several workers share one process (tests). Only worker 0's values reach the
-        # servers anyway.
-        with _BUILD_LOCK:
-            torch.manual_seed(plan.seed)
-            for dev in self.devices:
-                with torch.device(dev):
-                    self.replicas.append(models.build(plan.model))
+        self.replicas = build_replicas(models, plan.model, plan.seed, self.devices)
         self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
         self.buffers = [np.empty(p.numel(), dtype=np.float32) for p in self.params[0]]
         self._grads: list[list[torch.Tensor | None]] = [
@@ -172,29 +227,20 @@ class Trainer:
             self._copy_in(k)
 
     def _hook(self) -> None:
-        for r, params in enumerate(self.params):
-            for k, p in enumerate(params):
-                p.register_post_accumulate_grad_hook(self._grad_hook(k, r))
-        key_of = {id(p): k for k, p in enumerate(self.params[0])}
-        for module in self.replicas[0].modules():
-            keys = [key_of[id(p)] for p in module.parameters(recurse=False)]
-            if keys:
-                module.register_forward_pre_hook(lambda m, args, keys=keys: self._await(keys))
+        hook_keys(self.replicas[0], self.params, self._grad_hook, self._await)
 
     def _batches(self) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
-        pool = min(DATA_POOL, self.plan.iterations)
-        return [
-            [
-                self.models.synthetic_batch(
-                    self.plan.model,
-                    self.plan.batch_per_gpu,
-                    torch.Generator().manual_seed(batch_seed(self.plan.seed, self.kv.rank, r, j)),
-                    dev,
-                )
-                for j in range(pool)
-            ]
-            for r, dev in enumerate(self.devices)
-        ]
+        p = self.plan
+        return synthetic_batches(
+            self.models,
+            p.model,
+            p.batch_per_gpu,
+            p.seed,
+            self.kv.rank,
+            0,
+            self.devices,
+            p.iterations,
+        )
 
     # ---- the overlap ----
 
