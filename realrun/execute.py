@@ -18,6 +18,7 @@ from typing import Any
 
 from realrun.launch import Launcher
 from realrun.record import RunRecord, write_record
+from realrun.timeline import trace_path, write_measured
 from simscale.scenario import Scenario, load_scenario
 
 LAUNCHERS = ("local", "netns", "ssh")
@@ -73,9 +74,11 @@ def run_scenario(
     output: str | Path | None = None,
     progress: bool = True,
     timeout_s: float | None = None,
+    trace: str | Path | None = None,
 ) -> tuple[RunRecord, Path]:
     """Run once and write the record (default ``runs/NAME.json``); never raises for a failed
-    job (the record says), only for one that could not start."""
+    job (the record says), only for one that could not start. With ``trace`` (or
+    ``$REALRUN_TRACE_DIR``) an all-reduce run also writes its measured timeline."""
     from realrun.allreduce.job import AllreduceJob
     from realrun.job import Job
 
@@ -83,13 +86,18 @@ def run_scenario(
     path = str(scenario_path)
     scenario = load_scenario(path, list(overrides))
     check_runnable(scenario, options)
+    out = Path(output) if output else Path("runs") / f"{scenario.name}.json"
+    timeline = trace_path(trace, out)
     with open_launcher(scenario, options) as launcher:
         job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
         job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        if timeline is not None and isinstance(job, AllreduceJob):
+            job.tracing = True
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
-    out = Path(output) if output else Path("runs") / f"{scenario.name}.json"
     write_record(record, out)
+    if timeline is not None and isinstance(job, AllreduceJob) and job.spans:
+        write_measured(timeline, job.spans, scenario.simulation.warmup_iterations, scenario.name)
     return record, out
 
 

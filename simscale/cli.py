@@ -136,7 +136,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.profile import load_profile
     from simscale.scenario import load_scenario
     from simscale.simulator import Simulation
-    from simscale.trace import write_trace
+    from simscale.trace import simulation_spans, write_trace
 
     scenario = load_scenario(args.scenario, args.overrides)
     costs = None
@@ -153,8 +153,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     sim = Simulation(scenario, costs, trace=args.trace is not None)
     result = sim.run()
     if args.trace is not None:
-        assert sim.spans is not None
-        write_trace(args.trace, sim.spans, scenario.simulation.warmup_iterations, scenario.name)
+        iteration = scenario.simulation.warmup_iterations
+        write_trace(args.trace, simulation_spans(sim), iteration, scenario.name)
     payload = result.to_json()
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")

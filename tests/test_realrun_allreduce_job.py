@@ -23,6 +23,7 @@ from realrun.execute import LaunchOptions, run_scenario
 from realrun.local_launcher import LocalLauncher
 from realrun.record import load_record
 from simscale.scenario import load_scenario
+from simscale.trace import overlapping
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = str(ROOT / "scenarios" / "cpu-2x2-allreduce.yaml")
@@ -38,9 +39,15 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_local_run_writes_a_complete_valid_record(tmp_path):
-    record, out = run_scenario(SCENARIO, output=tmp_path / "run.json", progress=False)
+def test_local_run_writes_a_complete_valid_record_and_its_timeline(tmp_path):
+    record, out = run_scenario(
+        SCENARIO, output=tmp_path / "run.json", progress=False, trace=tmp_path / "t.json"
+    )
     assert record.complete, record.error
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert overlapping(trace) == []
+    processes = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert processes == {"worker0", "worker1"}
     loaded = load_record(out)
     assert loaded.complete and loaded.valid
     assert loaded.environment["num_workers"] == 2 and loaded.environment["num_servers"] == 0

@@ -131,7 +131,7 @@ class Coordinator:
                     for r, s in sorted(self.ranks.items())
                 ]
                 self.emit({"event": "assigned", "nodes": nodes})
-        elif kind in ("environment", "iteration"):
+        elif kind in ("environment", "iteration", "trace"):
             self.emit({"event": "report", **event})
         elif kind == "finished":
             self.ranks[rank].finished = True

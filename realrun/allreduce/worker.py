@@ -8,7 +8,8 @@ Started by ``realrun run`` (any launcher) or by any PyTorch launcher that sets `
 
 Under realrun's launchers (``REALRUN_STORE_HOSTED=1``) the rank reports its environment, every
 iteration and its end through the job's store to the coordinator, and beats a heartbeat there;
-otherwise it prints the same reports as JSON lines on stdout.
+otherwise it prints the same reports as JSON lines on stdout. With ``REALRUN_TRACE=1`` it also
+reports its measured timeline (``realrun.timeline``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from realrun.allreduce.rendezvous import (
     heartbeat_key,
 )
 from realrun.roles import HEARTBEAT_INTERVAL_S, RoleError
+from realrun.timeline import rank_tracing, to_report
 
 log = logging.getLogger("realrun.allreduce.worker")
 
@@ -119,6 +121,8 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
 
         reporter.report("environment", **environment(), **trainer.describe())
         trainer.run(lambda t: reporter.report("iteration", **asdict(t)))
+        if rank_tracing():
+            reporter.report("trace", spans=to_report(trainer.timeline()))
         close_group(trainer.group)
         reporter.report("finished")
         return 0
