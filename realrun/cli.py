@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--trace",
         metavar="FILE",
-        help="all-reduce runs: write the first measured iteration as a Chrome/Perfetto "
+        help="write the first measured iteration (real compute) as a Chrome/Perfetto "
         "timeline (default: $REALRUN_TRACE_DIR/NAME.trace.json when that is set)",
     )
     _launch_arguments(run)

@@ -18,7 +18,7 @@ from typing import Any
 
 from realrun.launch import Launcher
 from realrun.record import RunRecord, write_record
-from realrun.timeline import trace_path, write_measured
+from realrun.timeline import merge, trace_path, write_measured
 from simscale.scenario import Scenario, load_scenario
 
 LAUNCHERS = ("local", "netns", "ssh")
@@ -78,7 +78,7 @@ def run_scenario(
 ) -> tuple[RunRecord, Path]:
     """Run once and write the record (default ``runs/NAME.json``); never raises for a failed
     job (the record says), only for one that could not start. With ``trace`` (or
-    ``$REALRUN_TRACE_DIR``) an all-reduce run also writes its measured timeline."""
+    ``$REALRUN_TRACE_DIR``) a run with real compute also writes its measured timeline."""
     from realrun.allreduce.job import AllreduceJob
     from realrun.job import Job
 
@@ -91,13 +91,13 @@ def run_scenario(
     with open_launcher(scenario, options) as launcher:
         job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
         job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
-        if timeline is not None and isinstance(job, AllreduceJob):
-            job.tracing = True
+        job.tracing = timeline is not None
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
     write_record(record, out)
-    if timeline is not None and isinstance(job, AllreduceJob) and job.spans:
-        write_measured(timeline, job.spans, scenario.simulation.warmup_iterations, scenario.name)
+    spans = merge(job.state.traces)
+    if timeline is not None and spans:
+        write_measured(timeline, spans, scenario.simulation.warmup_iterations, scenario.name)
     return record, out
 
 

@@ -27,6 +27,7 @@ from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
 from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
+from realrun.timeline import RANK_TRACE_VARIABLE
 from simscale.scenario import load_scenario
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class JobState:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # realrun.timeline
 
 
 class Job:
@@ -87,6 +89,7 @@ class Job:
         self._worker_args: tuple[str, ...] = ()
         self.processes: list[NodeProcess] = []
         self.state = JobState()
+        self.tracing = False  # set before run(): workers report their timelines
         self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._reader: threading.Thread | None = None
 
@@ -197,7 +200,8 @@ class Job:
             self.start_timeout_s,
         )
         cmd = node_command(node, rank, self.scenario_path, self.overrides, self._worker_args)
-        p = self.launcher.start(role, rank, cmd.argv, cmd.env)
+        env = {**cmd.env, RANK_TRACE_VARIABLE: "1"} if self.tracing else cmd.env
+        p = self.launcher.start(role, rank, cmd.argv, env)
         self.processes.append(p)
         return p
 
@@ -256,6 +260,8 @@ class Job:
                     self.progress.update(len(self.state.iterations))
             elif what == "environment":
                 self.state.environments[rank] = body
+            elif what == "trace":
+                self.state.traces[rank] = body
         elif kind == "assigned":
             self.state.nodes = list(event["nodes"])
         elif kind == "done":

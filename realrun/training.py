@@ -23,6 +23,7 @@ from torch import nn
 from realrun.kv_worker import KVWorker
 from realrun.optimizer import SGD
 from realrun.record import IterationTiming
+from realrun.timeline import WAIT_THREAD, SpanRecorder
 from realrun.tracker import Handle
 
 # A pull that takes this long means the job is wedged; the Postoffice normally fails handles
@@ -31,6 +32,8 @@ PULL_WAIT_LIMIT_S = 300.0
 INIT_WAIT_LIMIT_S = 60.0
 BARRIER_WAIT_LIMIT_S = 120.0  # worker 0 initialising a large model on every server
 _BUILD_LOCK = threading.Lock()
+# Waits shorter than this are not drawn (a handle already answered still costs a check).
+WAIT_SPAN_MIN_S = 1e-4
 DATA_POOL = 4  # distinct synthetic batches per replica, cycled: data loading is not measured
 
 
@@ -69,15 +72,41 @@ def resolve_devices(device: str, gpus: int) -> list[torch.device]:
 
 def initialise_keys(
     kv: KVWorker, plan: TrainPlan, values: list[np.ndarray], buffers: list[np.ndarray]
-) -> None:
+) -> float:
     """MXNet's start of training: worker 0 configures the servers and pushes the initial
-    values, everyone meets at a barrier, then every worker pulls them into ``buffers``."""
+    values, everyone meets at a barrier, then every worker pulls them into ``buffers``.
+    Returns the wall clock just after the barrier (``realrun.timeline`` aligns clocks by it)."""
     kv.configure(plan.sync, plan.optimizer).wait(INIT_WAIT_LIMIT_S)
     for h in [kv.init(k, v) for k, v in enumerate(values)]:
         h.wait(INIT_WAIT_LIMIT_S)
     kv.po.barrier("worker").wait(BARRIER_WAIT_LIMIT_S)
+    after_barrier = time.time()
     for h in [kv.pull(k, buf) for k, buf in enumerate(buffers)]:
         h.wait(INIT_WAIT_LIMIT_S)
+    return after_barrier
+
+
+def forward_backward(
+    models: ModuleType,
+    replicas: list[nn.Module],
+    batches: list[list[tuple[torch.Tensor, torch.Tensor]]],
+    it: int,
+    recorder: SpanRecorder,
+) -> list[torch.Tensor]:
+    """Iteration ``it``'s forward and backward of every replica, one after the other, each
+    recorded as a span; the losses, kept as tensors (reading a value now would make GPU r+1
+    wait for GPU r)."""
+    losses = []
+    for r, model in enumerate(replicas):
+        x, y = batches[r][it % len(batches[r])]
+        t0 = time.time()
+        loss = models.loss(model(x), y)
+        t1 = time.time()
+        loss.backward()
+        recorder.add("", "forward", t0, t1, it, replica=r)
+        recorder.add("", "backward", t1, time.time(), it, replica=r)
+        losses.append(loss.detach())
+    return losses
 
 
 def build_replicas(
@@ -159,9 +188,11 @@ class Trainer:
         self._grads: list[list[torch.Tensor | None]] = [
             [None] * len(self.replicas) for _ in self.buffers
         ]
-        self._pending: dict[int, Handle] = {}
+        self._pending: dict[int, tuple[Handle, float, int]] = {}  # handle, sent at, iteration
         self._lock = threading.Lock()
         self._wait_s = 0.0
+        self._iteration = 0
+        self.recorder = SpanRecorder(kv.rank)  # the measured timeline (realrun.timeline)
 
     def describe(self) -> dict:
         """The compute side of the environment, for the run record."""
@@ -189,13 +220,8 @@ class Trainer:
             wall = time.time()
             start = time.perf_counter()
             self._wait_s = 0.0
-            losses = []
-            for r, model in enumerate(self.replicas):
-                x, y = batches[r][it % len(batches[r])]
-                loss = self.models.loss(model(x), y)
-                loss.backward()
-                # Kept as tensors: reading a value now would make GPU r+1 wait for GPU r.
-                losses.append(loss.detach())
+            self._iteration = it
+            losses = forward_backward(self.models, self.replicas, batches, it, self.recorder)
             if it == self.plan.iterations - 1:
                 self._await(range(len(self.buffers)))  # the last pulls end the last iteration
             if self.on_gpu:
@@ -222,7 +248,9 @@ class Trainer:
 
     def _initialise(self) -> None:
         values = [p.detach().cpu().numpy() for p in self.params[0]]
-        initialise_keys(self.kv, self.plan, values, self.buffers)
+        self.recorder.barrier_exit_unix_s = initialise_keys(
+            self.kv, self.plan, values, self.buffers
+        )
         for k in range(len(self.buffers)):
             self._copy_in(k)
 
@@ -261,6 +289,7 @@ class Trainer:
         return ready
 
     def _push(self, key: int, grads: list[torch.Tensor | None]) -> None:
+        ready = time.time()
         if len(grads) == 1:
             total = grads[0]
         elif self.aggregation == "gpu":
@@ -268,18 +297,32 @@ class Trainer:
         else:
             total = sum(g.cpu() for g in grads)  # dist_*: sum in host memory
         flat = total.detach().reshape(-1).to("cpu", torch.float32).contiguous().numpy()
+        sent = time.time()
+        if len(grads) > 1:
+            self.recorder.add(f"key {key}", "reduce", ready, sent, self._iteration)
         # Priority -key: the first layers' keys are needed first by the next forward.
-        self._pending[key] = self.kv.pushpull(key, flat, self.buffers[key], priority=-key)
+        handle = self.kv.pushpull(key, flat, self.buffers[key], priority=-key)
+        self._pending[key] = (handle, sent, self._iteration)
 
     def _await(self, keys) -> None:
         for k in keys:
-            handle = self._pending.pop(k, None)
-            if handle is None:
+            pending = self._pending.pop(k, None)
+            if pending is None:
                 continue
+            handle, sent, it = pending
             t = time.perf_counter()
+            t_wall = time.time()
             handle.wait(PULL_WAIT_LIMIT_S)
-            self._wait_s += time.perf_counter() - t
+            waited = time.perf_counter() - t
+            self._wait_s += waited
+            back = handle.done_unix_s if handle.done_unix_s is not None else time.time()
+            # The worker sees only its request and the answer: the server's part is inside.
+            self.recorder.add(f"key {k}", "push+update+pull", sent, back, it)
+            if waited > WAIT_SPAN_MIN_S:
+                self.recorder.add(WAIT_THREAD, f"wait key {k}", t_wall, time.time(), it)
+            copy_start = time.time()
             self._copy_in(k)
+            self.recorder.add(f"key {k}", "broadcast", copy_start, time.time(), it)
 
     def _copy_in(self, key: int) -> None:
         src = torch.from_numpy(self.buffers[key])

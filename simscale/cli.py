@@ -1,4 +1,4 @@
-"""The ``simscale`` command: predict, check, models.
+"""The ``simscale`` command: predict, check, models, calibrate, validate, plot, combine-traces.
 
 Bad input never shows a traceback: it prints one line naming the file and field and exits 2.
 """
@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply the profile even to scenarios outside its scope (other worker devices)",
     )
+
+    p = sub.add_parser(
+        "combine-traces",
+        help="put timelines (predict --trace, realrun run --trace) in one file for ui.perfetto.dev",
+    )
+    p.add_argument("traces", nargs="+", type=Path, help="Chrome-trace JSON files")
+    p.add_argument("-o", "--output", type=Path, required=True, help="combined trace to write")
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -154,7 +161,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     result = sim.run()
     if args.trace is not None:
         iteration = scenario.simulation.warmup_iterations
-        write_trace(args.trace, simulation_spans(sim), iteration, scenario.name)
+        write_trace(args.trace, simulation_spans(sim), iteration, f"{scenario.name} (predicted)")
     payload = result.to_json()
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")
@@ -169,6 +176,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "
                 f"{args.trace} (open in ui.perfetto.dev)"
             )
+    return 0
+
+
+def cmd_combine_traces(args: argparse.Namespace) -> int:
+    from simscale.trace import combine
+
+    traces = []
+    for path in args.traces:
+        try:
+            traces.append((str(path), json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError("", f"cannot read a trace: {e}", str(path)) from None
+    try:
+        combined = combine(traces)
+    except ValueError as e:
+        raise ConfigError("", str(e)) from None
+    _write_atomic(args.output, json.dumps(combined))
+    print(f"{len(traces)} timelines written to {args.output} (open in ui.perfetto.dev)")
     return 0
 
 
@@ -340,6 +365,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 COMMANDS = {
     "predict": cmd_predict,
     "check": cmd_check,
+    "combine-traces": cmd_combine_traces,
     "models": cmd_models,
     "calibrate": cmd_calibrate,
     "validate": cmd_validate,

@@ -195,6 +195,30 @@ def write_trace(
     Path(path).write_text(json.dumps(chrome_trace(spans, iteration, name)), encoding="utf-8")
 
 
+def combine(traces: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Several traces in one, each one's processes renamed ``"<label>: worker0"`` and placed
+    after the previous one's: a predicted and a measured iteration, both starting at 0, one
+    above the other in one Perfetto view. ValueError names a label whose trace is not one."""
+    events: list[dict[str, Any]] = []
+    offset = 0
+    for label, trace in traces:
+        found = trace.get("traceEvents") if isinstance(trace, dict) else None
+        if not isinstance(found, list):
+            raise ValueError(f"{label}: not a Chrome trace (no traceEvents list)")
+        source = str(trace.get("otherData", {}).get("source", "")) or label
+        pids = sorted({int(e.get("pid", 0)) for e in found if isinstance(e, dict)})
+        new_pid = {p: offset + i for i, p in enumerate(pids)}
+        for e in found:
+            e = dict(e, pid=new_pid[int(e.get("pid", 0))])
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                e["args"] = {"name": f"{source}: {e['args']['name']}"}
+            elif e.get("ph") == "M" and e.get("name") == "process_sort_index":
+                e["args"] = {"sort_index": e["pid"]}
+            events.append(e)
+        offset += len(pids)
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
 def simulation_spans(sim: Any) -> list[SpanLike]:
     """A traced ``Simulation``'s spans, keys split into phases on their own tracks."""
     assert sim.spans is not None, "run the Simulation with trace=True"

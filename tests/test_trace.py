@@ -6,8 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from realrun_inprocess import InProcessJob
 from test_realrun_allreduce import train_in_threads
+from test_realrun_training import plan as ps_plan
 
+from realrun import torch_models
+from realrun.kv_worker import KVWorker
+from realrun.timeline import merge
+from realrun.training import Trainer
 from simscale.cli import main as simscale_main
 from simscale.scenario import scenario_from_dict
 from simscale.simulator import Simulation
@@ -138,13 +144,79 @@ def test_predict_writes_a_trace_file(tmp_path, capsys):
 @pytest.mark.parametrize(("hosts", "gpus", "algorithm"), [(2, 2, "hierarchical"), (2, 1, "ring")])
 def test_measured_all_reduce_timeline_has_the_same_layout_and_no_overlap(hosts, gpus, algorithm):
     results = train_in_threads(hosts, gpus, algorithm, 0.1e6, 1e-3)
-    spans = [s for trainer, _ in results for s in trainer.timeline()]
+    spans = merge({t.rank: t.recorder.report() for t, _ in results})
     trace = chrome_trace(spans, 1, "measured")
     assert overlapping(trace) == []
     names = threads_and_names(trace)
     assert {p for p, _ in names} == set(range(len(results)))
+    reduce = ["reduce"] if algorithm == "hierarchical" else []
     for rank in range(len(results)):
         assert names[(rank, "compute")][:2] == ["forward", "backward"]
         for key in range(results[0][0].keys):
-            assert names[(rank, f"key {key}")] == ["negotiate", "allreduce", "update"]
+            assert names[(rank, f"key {key}")] == [*reduce, "negotiate", "allreduce", "update"]
         assert "negotiate" in names[(rank, "allreduce buffers")]
+
+
+@pytest.mark.slow
+def test_measured_ps_timeline_has_the_same_layout_and_no_overlap():
+    def train(po):
+        trainer = Trainer(KVWorker(po, bigarray_bound=100_000), ps_plan(2), torch_models)
+        trainer.run()
+        return trainer.recorder.report()
+
+    with InProcessJob(2, 2) as job:
+        reports = job.run_workers(train)
+    trace = chrome_trace(merge(dict(enumerate(reports))), 1, "measured")
+    assert overlapping(trace) == []
+    names = threads_and_names(trace)
+    for rank in range(2):
+        assert names[(rank, "compute")][:4] == ["forward", "backward"] * 2
+        for key in range(6):
+            assert names[(rank, f"key {key}")] == ["reduce", "push+update+pull", "broadcast"]
+
+
+def test_clocks_of_other_machines_are_shifted_by_their_barrier_reading():
+    span = {"track": "worker1", "name": "forward", "start_s": 10.5, "end_s": 11.0, "iteration": 0}
+    reports = {
+        0: {"hostname": "a", "barrier_exit_unix_s": 10.0, "spans": []},
+        1: {"hostname": "b", "barrier_exit_unix_s": 12.0, "spans": [span]},
+    }
+    (shifted,) = merge(reports)
+    assert (shifted.start_s, shifted.end_s) == (8.5, 9.0)
+    reports[1]["hostname"] = "a"  # one machine, one clock: left as measured
+    assert merge(reports)[0].start_s == 10.5
+
+
+def test_combined_traces_keep_every_process_apart_and_say_which_is_which(tmp_path, capsys):
+    sim = Simulation(scenario(CASES["hierarchical"]), trace=True)
+    sim.run()
+    predicted = chrome_trace(simulation_spans(sim), 1, "s (predicted)")
+    measured = chrome_trace(
+        [
+            PhaseSpan("worker0", "forward", 5.0, 6.0, 1),
+            PhaseSpan("worker1", "forward", 5.0, 7.0, 1),
+        ],
+        1,
+        "s (measured)",
+    )
+    paths = []
+    for label, trace in (("p", predicted), ("m", measured)):
+        paths.append(tmp_path / f"{label}.json")
+        paths[-1].write_text(json.dumps(trace))
+    out = tmp_path / "both.json"
+    assert simscale_main(["combine-traces", *map(str, paths), "-o", str(out)]) == 0
+    both = json.loads(out.read_text())
+    names = {
+        e["pid"]: e["args"]["name"] for e in both["traceEvents"] if e["name"] == "process_name"
+    }
+    assert sorted(names.values()) == [
+        "s (measured): worker0",
+        "s (measured): worker1",
+        "s (predicted): worker0",
+        "s (predicted): worker1",
+        "s (predicted): worker2",
+    ]
+    assert overlapping(both) == []
+    paths[1].write_text("{}")
+    assert simscale_main(["combine-traces", *map(str, paths), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.endswith("not a Chrome trace (no traceEvents list)\n")

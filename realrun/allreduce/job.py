@@ -19,8 +19,7 @@ from realrun.allreduce.layout import process_layout
 from realrun.allreduce.rendezvous import DistEnv
 from realrun.job import Job
 from realrun.launch import NodeProcess
-from realrun.timeline import RANK_TRACE_VARIABLE, from_report
-from simscale.trace import PhaseSpan
+from realrun.timeline import RANK_TRACE_VARIABLE
 
 
 class AllreduceJob(Job):
@@ -29,8 +28,6 @@ class AllreduceJob(Job):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """The arguments of ``realrun.job.Job``."""
         super().__init__(*args, **kwargs)
-        self.tracing = False  # set before run(): ranks report their timelines
-        self.spans: list[PhaseSpan] = []
         self.slots = process_layout(self.scenario)
         self.num_workers = len(self.slots)  # ranks: one per host, or one per GPU (ring)
         if self.progress:
@@ -71,12 +68,6 @@ class AllreduceJob(Job):
         p.rank = rank  # placed by its host, named by its rank
         self.processes.append(p)
         return p
-
-    def _handle(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "report" and event.get("type") == "trace":
-            self.spans += from_report(event.get("spans", []))
-        else:
-            super()._handle(event)
 
     def _local_rank(self, rank: int) -> int:
         """Index of rank ``rank`` among its host's ranks (torchrun's LOCAL_RANK)."""

@@ -14,11 +14,8 @@ sum a server would hold, so the weights are the PS run's weights.
 
 from __future__ import annotations
 
-import dataclasses
-import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -31,16 +28,18 @@ from realrun.allreduce.fusion import agreed_order, fuse
 from realrun.allreduce.rendezvous import backend_for
 from realrun.optimizer import SGD
 from realrun.record import IterationTiming
+from realrun.timeline import WAIT_THREAD, SpanRecorder
 from realrun.training import (
     PULL_WAIT_LIMIT_S,
+    WAIT_SPAN_MIN_S,
     build_replicas,
+    forward_backward,
     hook_keys,
     resolve_devices,
     synthetic_batches,
 )
-from simscale.trace import BUFFER_THREAD, PhaseSpan
+from simscale.trace import BUFFER_THREAD
 
-WAIT_THREAD = "wait for weights"  # waits happen inside a forward: their own thread
 WAIT_POLL_S = 0.5  # how often a blocked forward checks that the communication thread lives
 
 
@@ -121,8 +120,8 @@ class AllreduceTrainer:
         self._error: BaseException | None = None
         self._stop = False
         self._wait_s = 0.0
-        self.spans: list[PhaseSpan] = []  # this rank's measured timeline, its own clock
-        self.clock_offset_s = 0.0  # this rank's clock minus rank 0's (see _align_clocks)
+        self.recorder = SpanRecorder(rank)  # this rank's measured timeline
+        self._iteration = 0
         self._ready_at = [0.0] * self.keys  # when each key's local sum was ready
         self._reduced_in = [0] * self.keys  # the iteration of each key's pending reduction
         self.collectives = 0  # fused all-reduces issued (not counting the agreement rounds)
@@ -151,7 +150,8 @@ class AllreduceTrainer:
     ) -> list[IterationTiming]:
         """Start from rank 0's weights, train ``plan.iterations`` steps, return timings."""
         self._broadcast_initial_weights()
-        self._align_clocks()
+        self.group.barrier().wait()
+        self.recorder.clock_reference()
         self._hook()
         batches = self._batches()
         comm = threading.Thread(target=self._communicate, name="allreduce", daemon=True)
@@ -162,16 +162,8 @@ class AllreduceTrainer:
                 wall = time.time()
                 start = time.perf_counter()
                 self._wait_s = 0.0
-                losses = []
-                for r, model in enumerate(self.replicas):
-                    x, y = batches[r][it % len(batches[r])]
-                    t0 = time.time()
-                    loss = self.models.loss(model(x), y)
-                    t1 = time.time()
-                    loss.backward()
-                    self._span("", "forward", t0, t1, it, replica=r)
-                    self._span("", "backward", t1, time.time(), it, replica=r)
-                    losses.append(loss.detach())
+                self._iteration = it
+                losses = forward_backward(self.models, self.replicas, batches, it, self.recorder)
                 if it == self.plan.iterations - 1:
                     self._await(range(self.keys))  # the last reductions end the last iteration
                 if self.on_gpu:
@@ -214,28 +206,6 @@ class AllreduceTrainer:
                     params[k].copy_(flat[offset : offset + n].view_as(p))
                 offset += n
 
-    def _align_clocks(self) -> None:
-        """Every rank reads its clock just after one barrier; on another machine than rank 0
-        the difference to rank 0's reading is its offset, within the barrier's exit skew
-        (about one network latency). Ranks on rank 0's machine (local and emulated clusters)
-        share its clock, and keep it: a skew measured there would only add error."""
-        self.group.barrier().wait()
-        machine = zlib.crc32(socket.gethostname().encode())
-        mine = torch.tensor([time.time(), machine], dtype=torch.float64, device=self.comm_device)
-        readings = [torch.zeros_like(mine) for _ in range(self.group.size())]
-        self.group.allgather([readings], [mine]).wait()
-        if readings[0][1].item() != machine:
-            self.clock_offset_s = float(mine[0].item() - readings[0][0].item())
-
-    def timeline(self) -> list[PhaseSpan]:
-        """This rank's spans on rank 0's clock (``simscale.trace`` layout)."""
-        return [
-            dataclasses.replace(
-                s, start_s=s.start_s - self.clock_offset_s, end_s=s.end_s - self.clock_offset_s
-            )
-            for s in self.spans
-        ]
-
     def _hook(self) -> None:
         hook_keys(self.replicas[0], self.params, self._grad_hook, self._await)
 
@@ -265,9 +235,12 @@ class AllreduceTrainer:
                     return
                 self._grads[key] = [None] * len(slot)
             # The intra-host reduce: this process's replicas summed before the collective.
+            started = time.time()
             total = slot[0] if len(slot) == 1 else sum(g.to(self.comm_device) for g in slot)
             assert total is not None
             flat = total.detach().reshape(-1).to(self.comm_device)
+            if len(slot) > 1:
+                self.recorder.add(f"key {key}", "reduce", started, time.time(), self._iteration)
             with self._cond:
                 self._ready_at[key] = time.time()
                 self._local[key] = flat
@@ -311,7 +284,7 @@ class AllreduceTrainer:
             options.reduceOp = dist.ReduceOp.MIN
             self.group.allreduce([agreed], options).wait()
             keys = [k for k in agreed_order(agreed.tolist()) if k in remaining]
-            self._span(BUFFER_THREAD, "negotiate", t0, time.time(), it, agreed=len(keys))
+            self.recorder.add(BUFFER_THREAD, "negotiate", t0, time.time(), it, agreed=len(keys))
             for buffer in fuse(keys, self.nbytes, self.plan.fusion_bytes):
                 self._allreduce(it, buffer)
                 remaining.difference_update(buffer)
@@ -330,14 +303,14 @@ class AllreduceTrainer:
         self.collectives += 1
         t1 = time.time()
         nbytes = int(sum(self.nbytes[k] for k in buffer))
-        self._span(
+        self.recorder.add(
             BUFFER_THREAD, f"allreduce {len(buffer)} keys", t0, t1, it, keys=buffer, bytes=nbytes
         )
         offset = 0
         for k in buffer:
             n = self.params[0][k].numel()
-            self._span(f"key {k}", "negotiate", self._ready_at[k], t0, it)
-            self._span(f"key {k}", "allreduce", t0, t1, it)
+            self.recorder.add(f"key {k}", "negotiate", self._ready_at[k], t0, it)
+            self.recorder.add(f"key {k}", "allreduce", t0, t1, it)
             self._reduced[k] = flat[offset : offset + n]
             self._reduced_in[k] = it
             offset += n
@@ -358,8 +331,10 @@ class AllreduceTrainer:
                 raise RuntimeError(f"all-reduce failed: {self._error}") from self._error
             waited = time.perf_counter() - t
             self._wait_s += waited
-            if waited > 1e-4:
-                self._span(WAIT_THREAD, f"wait key {k}", t_wall, time.time(), self._reduced_in[k])
+            if waited > WAIT_SPAN_MIN_S:
+                self.recorder.add(
+                    WAIT_THREAD, f"wait key {k}", t_wall, time.time(), self._reduced_in[k]
+                )
             self._done[k].clear()
             with self._cond:
                 self._expected.discard(k)
@@ -376,9 +351,4 @@ class AllreduceTrainer:
             self._state[key] = sgd_step(self.plan.optimizer, weight.data, grad, self._state[key])
             for params in self.params[1:]:
                 params[key].copy_(weight, non_blocking=True)
-        self._span(f"key {key}", "update", t0, time.time(), self._reduced_in[key])
-
-    def _span(self, thread: str, name: str, start: float, end: float, it: int, **args: Any) -> None:
-        """Record a span on this rank's ``thread`` ("" is the compute thread)."""
-        track = f"worker{self.rank} {thread}".rstrip()
-        self.spans.append(PhaseSpan(track, name, start, end, it, args))
+        self.recorder.add(f"key {key}", "update", t0, time.time(), self._reduced_in[key])
