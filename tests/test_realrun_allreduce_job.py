@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_realrun_cluster import _assert_nothing_left, _root_links, needs_netns
+from test_realrun_cluster import (
+    _SSH_SKIP,
+    _alive,
+    _assert_nothing_left,
+    _root_links,
+    local_sshd,
+    needs_netns,
+)
 
 from realrun.allreduce.job import AllreduceJob
 from realrun.allreduce.worker import plan_from_scenario
@@ -177,3 +184,24 @@ def test_the_emulated_cluster_runs_it_over_shaped_links_and_leaves_nothing(tmp_p
     hosts = [n["host"] for n in load_record(out).environment["nodes"]]
     assert len(set(hosts)) == 2 and "127.0.0.1" not in hosts  # one emulated host per rank
     _assert_nothing_left(record, links_before)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
+def test_the_ssh_launcher_starts_the_coordinator_and_the_ranks(tmp_path):
+    """Through this machine's own sshd: the coordinator on the first host, the ranks cycled
+    over the hostfile, every remote process gone at the end."""
+    with local_sshd(tmp_path) as options:
+        record, _ = run_scenario(
+            SCENARIO,
+            ["simulation.warmup_iterations=1", "simulation.measured_iterations=2"],
+            options,
+            tmp_path / "r.json",
+            progress=False,
+            timeout_s=90,
+        )
+        assert record.complete, record.error
+        assert record.environment["launcher"] == "ssh"
+        assert len(record.iterations) == 2 * 3
+        pids = [int(n["pid"]) for n in record.environment["nodes"]]
+        assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
