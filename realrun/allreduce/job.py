@@ -60,6 +60,10 @@ class AllreduceJob(Job):
         ).to_env()
         if self.tracing:
             env[RANK_TRACE_VARIABLE] = "1"
+        if role == "scheduler":
+            # The store's server looks up every client's hostname and warns when it cannot,
+            # once per connection, as on the emulated cluster's hosts (no names there).
+            env["TORCH_CPP_LOG_LEVEL"] = "ERROR"
         module = "coordinator" if role == "scheduler" else "worker"
         argv = [sys.executable, "-m", f"realrun.allreduce.{module}"]
         if role == "worker":
