@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         help="stop the job (record kept, complete=false) after this long",
     )
     run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    run.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write the first measured iteration (real compute) as a Chrome/Perfetto "
+        "timeline (default: $REALRUN_TRACE_DIR/NAME.trace.json when that is set)",
+    )
     _launch_arguments(run)
     campaign = sub.add_parser("campaign", help="run a YAML campaign of scenarios and overrides")
     campaign.add_argument("campaign", help="campaign YAML file")
@@ -93,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
             args.output,
             progress=not args.no_progress,
             timeout_s=args.timeout,
+            trace=args.trace,
         )
     except (ScenarioError, ValueError, OSError, NetnsUnavailable) as e:
         print(f"realrun: {e}", file=sys.stderr)

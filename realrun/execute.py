@@ -18,6 +18,7 @@ from typing import Any
 
 from realrun.launch import Launcher
 from realrun.record import RunRecord, write_record
+from realrun.timeline import merge, trace_path, write_measured
 from simscale.outputs import timestamped
 from simscale.scenario import Scenario, load_scenario
 
@@ -96,22 +97,31 @@ def run_scenario(
     output: str | Path | None = None,
     progress: bool = True,
     timeout_s: float | None = None,
+    trace: str | Path | None = None,
 ) -> tuple[RunRecord, Path]:
     """Run once and write the record (default: a new ``runs/local/NAME-TIME.json``, see
     ``default_record_path``); never raises for a failed job (the record says), only for one
-    that could not start."""
+    that could not start. With ``trace`` (or ``$REALRUN_TRACE_DIR``) a run with real
+    compute also writes its measured timeline."""
+    from realrun.allreduce.job import AllreduceJob
     from realrun.job import Job
 
     options = options or LaunchOptions()
     path = str(scenario_path)
     scenario = load_scenario(path, list(overrides))
     check_runnable(scenario, options)
+    out = Path(output) if output else default_record_path(scenario, overrides)
+    timeline = trace_path(trace, out)
     with open_launcher(scenario, options) as launcher:
-        job = Job(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
+        job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        job.tracing = timeline is not None
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
-    out = Path(output) if output else default_record_path(scenario, overrides)
     write_record(record, out)
+    spans = merge(job.state.traces)
+    if timeline is not None and spans:
+        write_measured(timeline, spans, scenario.simulation.warmup_iterations, scenario.name)
     return record, out
 
 

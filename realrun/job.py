@@ -28,6 +28,7 @@ from realrun.launch import Launcher, NodeProcess, node_command
 from realrun.progress import Progress
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
 from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
+from realrun.timeline import RANK_TRACE_VARIABLE
 from simscale.scenario import Scenario, load_scenario
 from simscale.sharding import assign_key
 
@@ -52,6 +53,7 @@ class JobState:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
     error: str | None = None
+    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # realrun.timeline
 
 
 # Room beside the largest array slice for the header, a JSON body (message.MAX_BODY_BYTES) and
@@ -64,9 +66,12 @@ def max_message_bytes(scenario: Scenario) -> int:
     in fp32 (simscale.sharding splits the keys as realrun's workers do) plus headroom."""
     servers = scenario.num_servers
     bound = scenario.kvstore.bigarray_bound
+    arrays = scenario.model.spec().arrays
+    if servers < 1:  # all-reduce: no servers, and no array travels through realrun's van
+        return max(a.elements for a in arrays) * 4 + MESSAGE_HEADROOM_BYTES
     largest = max(
         sl.elements
-        for key, a in enumerate(scenario.model.spec().arrays)
+        for key, a in enumerate(arrays)
         for sl in assign_key(key, a.elements, servers, bound)
     )
     return largest * 4 + MESSAGE_HEADROOM_BYTES
@@ -92,11 +97,7 @@ class Job:
         self.timeout_s = timeout_s
         self.num_workers = self.scenario.num_workers
         self.num_servers = self.scenario.num_servers
-        if self.num_servers < 1:
-            raise ValueError(
-                f"kvstore.mode {self.scenario.kvstore.mode!r} runs no servers; "
-                "realrun runs the dist_* modes"
-            )
+        self._check_mode()
         sim = self.scenario.simulation
         self.iterations = sim.warmup_iterations + sim.measured_iterations
         self.progress = (
@@ -114,8 +115,22 @@ class Job:
         self._worker_args: tuple[str, ...] = ()
         self.processes: list[NodeProcess] = []
         self.state = JobState()
+        self.tracing = False  # set before run(): workers report their timelines
         self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._reader: threading.Thread | None = None
+
+    def _check_mode(self) -> None:
+        """ValueError for a kvstore mode this job cannot run (realrun.allreduce runs allreduce)."""
+        if self.num_servers < 1:
+            raise ValueError(
+                f"kvstore.mode {self.scenario.kvstore.mode!r} runs no servers; "
+                "realrun runs the dist_* modes and allreduce"
+            )
+
+    def _samples_per_worker(self) -> list[int]:
+        """Samples one worker process trains per iteration, in rank order."""
+        s = self.scenario
+        return [s.training.batch_per_gpu * s.gpus_per_worker(w) for w in range(self.num_workers)]
 
     def run(self) -> RunRecord:
         """Run to the end or the first failure; never raises for a failed job (see record)."""
@@ -213,7 +228,8 @@ class Job:
             self.max_message_bytes,
         )
         cmd = node_command(node, rank, self.scenario_path, self.overrides, self._worker_args)
-        p = self.launcher.start(role, rank, cmd.argv, cmd.env)
+        env = {**cmd.env, RANK_TRACE_VARIABLE: "1"} if self.tracing else cmd.env
+        p = self.launcher.start(role, rank, cmd.argv, env)
         self.processes.append(p)
         return p
 
@@ -272,6 +288,8 @@ class Job:
                     self.progress.update(len(self.state.iterations))
             elif what == "environment":
                 self.state.environments[rank] = body
+            elif what == "trace":
+                self.state.traces[rank] = body
         elif kind == "assigned":
             self.state.nodes = list(event["nodes"])
         elif kind == "done":
@@ -318,7 +336,7 @@ class Job:
     def _record(self, started: float, wall_s: float) -> RunRecord:
         s = self.scenario
         iterations = sorted(self.state.iterations, key=lambda t: (t.iteration, t.worker))
-        samples = [s.training.batch_per_gpu * s.gpus_per_worker(w) for w in range(self.num_workers)]
+        samples = self._samples_per_worker()
         complete = (
             self.state.done
             and self.state.error is None

@@ -108,6 +108,7 @@ def run_worker(
     from realrun.kv_worker import KVWorker
     from realrun.postoffice import Postoffice
     from realrun.replay import ReplayTrainer
+    from realrun.timeline import rank_tracing
     from realrun.tracker import JobAborted
     from realrun.training import Trainer
     from simscale.scenario import load_scenario
@@ -136,6 +137,8 @@ def run_worker(
             trainer = Trainer(kv, plan, torch_models)
         po.report({"type": "environment", **environment(), **trainer.describe()})
         trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
+        if rank_tracing() and isinstance(trainer, Trainer):  # real compute only
+            po.report({"type": "trace", **trainer.recorder.report()})
         po.finish()
         return 0
     except JobAborted as e:

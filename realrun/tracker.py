@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ class Handle:
         self._error: BaseException | None = None
         self._event = threading.Event()
         self._lock = threading.Lock()
+        self.done_unix_s: float | None = None  # wall clock of the last answer (timelines)
         if parts == 0:
             self._event.set()
 
@@ -47,6 +49,7 @@ class Handle:
         with self._lock:
             self._remaining -= 1
             if self._remaining == 0:
+                self.done_unix_s = time.time()
                 self._event.set()
 
     def _fail(self, error: BaseException) -> None:

@@ -23,6 +23,7 @@ from torch import nn
 from realrun.kv_worker import KVWorker
 from realrun.optimizer import SGD
 from realrun.record import IterationTiming
+from realrun.timeline import WAIT_THREAD, SpanRecorder
 from realrun.tracker import Handle
 
 # A pull that takes this long means the job is wedged; the Postoffice normally fails handles
@@ -31,6 +32,8 @@ PULL_WAIT_LIMIT_S = 300.0
 INIT_WAIT_LIMIT_S = 60.0
 BARRIER_WAIT_LIMIT_S = 120.0  # worker 0 initialising a large model on every server
 _BUILD_LOCK = threading.Lock()
+# Waits shorter than this are not drawn (a handle already answered still costs a check).
+WAIT_SPAN_MIN_S = 1e-4
 DATA_POOL = 4  # distinct synthetic batches per replica, cycled: data loading is not measured
 
 
@@ -69,15 +72,104 @@ def resolve_devices(device: str, gpus: int) -> list[torch.device]:
 
 def initialise_keys(
     kv: KVWorker, plan: TrainPlan, values: list[np.ndarray], buffers: list[np.ndarray]
-) -> None:
+) -> float:
     """MXNet's start of training: worker 0 configures the servers and pushes the initial
-    values, everyone meets at a barrier, then every worker pulls them into ``buffers``."""
+    values, everyone meets at a barrier, then every worker pulls them into ``buffers``.
+    Returns the wall clock just after the barrier (``realrun.timeline`` aligns clocks by it)."""
     kv.configure(plan.sync, plan.optimizer).wait(INIT_WAIT_LIMIT_S)
     for h in [kv.init(k, v) for k, v in enumerate(values)]:
         h.wait(INIT_WAIT_LIMIT_S)
     kv.po.barrier("worker").wait(BARRIER_WAIT_LIMIT_S)
+    after_barrier = time.time()
     for h in [kv.pull(k, buf) for k, buf in enumerate(buffers)]:
         h.wait(INIT_WAIT_LIMIT_S)
+    return after_barrier
+
+
+def forward_backward(
+    models: ModuleType,
+    replicas: list[nn.Module],
+    batches: list[list[tuple[torch.Tensor, torch.Tensor]]],
+    it: int,
+    recorder: SpanRecorder,
+) -> list[torch.Tensor]:
+    """Iteration ``it``'s forward and backward of every replica, one after the other, each
+    recorded as a span; the losses, kept as tensors (reading a value now would make GPU r+1
+    wait for GPU r)."""
+    losses = []
+    for r, model in enumerate(replicas):
+        x, y = batches[r][it % len(batches[r])]
+        t0 = time.time()
+        loss = models.loss(model(x), y)
+        t1 = time.time()
+        loss.backward()
+        recorder.add("", "forward", t0, t1, it, replica=r)
+        recorder.add("", "backward", t1, time.time(), it, replica=r)
+        losses.append(loss.detach())
+    return losses
+
+
+def build_replicas(
+    models: ModuleType, model: str, seed: int, devices: list[torch.device]
+) -> list[nn.Module]:
+    """One copy of ``model`` per device, initialised from ``seed``.
+
+    Initialisation draws from torch's global generator; the lock keeps it reproducible when
+    several workers share one process (tests). Only worker 0's values reach the servers (or
+    rank 0's the other ranks) anyway."""
+    replicas = []
+    with _BUILD_LOCK:
+        torch.manual_seed(seed)
+        for dev in devices:
+            with torch.device(dev):
+                replicas.append(models.build(model))
+    return replicas
+
+
+def hook_keys(
+    first: nn.Module,
+    params: list[list[torch.Tensor]],
+    on_grad: Callable[[int, int], Callable[[torch.Tensor], None]],
+    before_forward: Callable[[list[int]], None],
+) -> None:
+    """The overlap's two hooks: ``on_grad(key, replica)`` as every replica's post-accumulate-
+    grad hook of each key, and ``before_forward(keys)`` before each module of replica ``first``
+    (whose parameters are ``params[0]``) runs, with that module's own keys."""
+    for r, replica_params in enumerate(params):
+        for k, p in enumerate(replica_params):
+            p.register_post_accumulate_grad_hook(on_grad(k, r))
+    key_of = {id(p): k for k, p in enumerate(params[0])}
+    for module in first.modules():
+        keys = [key_of[id(p)] for p in module.parameters(recurse=False)]
+        if keys:
+            module.register_forward_pre_hook(lambda m, args, keys=keys: before_forward(keys))
+
+
+def synthetic_batches(
+    models: ModuleType,
+    model: str,
+    batch_per_gpu: int,
+    seed: int,
+    rank: int,
+    first_replica: int,
+    devices: list[torch.device],
+    iterations: int,
+) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Each replica's pool of synthetic batches; replica r here is GPU ``first_replica + r``
+    of worker host ``rank`` (``batch_seed``)."""
+    pool = min(DATA_POOL, iterations)
+    return [
+        [
+            models.synthetic_batch(
+                model,
+                batch_per_gpu,
+                torch.Generator().manual_seed(batch_seed(seed, rank, first_replica + r, j)),
+                dev,
+            )
+            for j in range(pool)
+        ]
+        for r, dev in enumerate(devices)
+    ]
 
 
 class Trainer:
@@ -90,23 +182,17 @@ class Trainer:
         self.devices = resolve_devices(plan.device, plan.gpus)
         self.on_gpu = self.devices[0].type == "cuda"
         self.aggregation = "gpu" if (plan.device_aggregation and self.on_gpu) else "cpu"
-        self.replicas: list[nn.Module] = []
-        # Initialisation draws from torch's global generator; the lock keeps it reproducible
-        # when several workers share one process (tests). Only worker 0's values reach the
-        # servers anyway.
-        with _BUILD_LOCK:
-            torch.manual_seed(plan.seed)
-            for dev in self.devices:
-                with torch.device(dev):
-                    self.replicas.append(models.build(plan.model))
+        self.replicas = build_replicas(models, plan.model, plan.seed, self.devices)
         self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
         self.buffers = [np.empty(p.numel(), dtype=np.float32) for p in self.params[0]]
         self._grads: list[list[torch.Tensor | None]] = [
             [None] * len(self.replicas) for _ in self.buffers
         ]
-        self._pending: dict[int, Handle] = {}
+        self._pending: dict[int, tuple[Handle, float, int]] = {}  # handle, sent at, iteration
         self._lock = threading.Lock()
         self._wait_s = 0.0
+        self._iteration = 0
+        self.recorder = SpanRecorder(kv.rank)  # the measured timeline (realrun.timeline)
 
     def describe(self) -> dict:
         """The compute side of the environment, for the run record."""
@@ -134,13 +220,8 @@ class Trainer:
             wall = time.time()
             start = time.perf_counter()
             self._wait_s = 0.0
-            losses = []
-            for r, model in enumerate(self.replicas):
-                x, y = batches[r][it % len(batches[r])]
-                loss = self.models.loss(model(x), y)
-                loss.backward()
-                # Kept as tensors: reading a value now would make GPU r+1 wait for GPU r.
-                losses.append(loss.detach())
+            self._iteration = it
+            losses = forward_backward(self.models, self.replicas, batches, it, self.recorder)
             if it == self.plan.iterations - 1:
                 self._await(range(len(self.buffers)))  # the last pulls end the last iteration
             if self.on_gpu:
@@ -167,34 +248,27 @@ class Trainer:
 
     def _initialise(self) -> None:
         values = [p.detach().cpu().numpy() for p in self.params[0]]
-        initialise_keys(self.kv, self.plan, values, self.buffers)
+        self.recorder.barrier_exit_unix_s = initialise_keys(
+            self.kv, self.plan, values, self.buffers
+        )
         for k in range(len(self.buffers)):
             self._copy_in(k)
 
     def _hook(self) -> None:
-        for r, params in enumerate(self.params):
-            for k, p in enumerate(params):
-                p.register_post_accumulate_grad_hook(self._grad_hook(k, r))
-        key_of = {id(p): k for k, p in enumerate(self.params[0])}
-        for module in self.replicas[0].modules():
-            keys = [key_of[id(p)] for p in module.parameters(recurse=False)]
-            if keys:
-                module.register_forward_pre_hook(lambda m, args, keys=keys: self._await(keys))
+        hook_keys(self.replicas[0], self.params, self._grad_hook, self._await)
 
     def _batches(self) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
-        pool = min(DATA_POOL, self.plan.iterations)
-        return [
-            [
-                self.models.synthetic_batch(
-                    self.plan.model,
-                    self.plan.batch_per_gpu,
-                    torch.Generator().manual_seed(batch_seed(self.plan.seed, self.kv.rank, r, j)),
-                    dev,
-                )
-                for j in range(pool)
-            ]
-            for r, dev in enumerate(self.devices)
-        ]
+        p = self.plan
+        return synthetic_batches(
+            self.models,
+            p.model,
+            p.batch_per_gpu,
+            p.seed,
+            self.kv.rank,
+            0,
+            self.devices,
+            p.iterations,
+        )
 
     # ---- the overlap ----
 
@@ -215,6 +289,7 @@ class Trainer:
         return ready
 
     def _push(self, key: int, grads: list[torch.Tensor | None]) -> None:
+        ready = time.time()
         if len(grads) == 1:
             total = grads[0]
         elif self.aggregation == "gpu":
@@ -222,18 +297,32 @@ class Trainer:
         else:
             total = sum(g.cpu() for g in grads)  # dist_*: sum in host memory
         flat = total.detach().reshape(-1).to("cpu", torch.float32).contiguous().numpy()
+        sent = time.time()
+        if len(grads) > 1:
+            self.recorder.add(f"key {key}", "reduce", ready, sent, self._iteration)
         # Priority -key: the first layers' keys are needed first by the next forward.
-        self._pending[key] = self.kv.pushpull(key, flat, self.buffers[key], priority=-key)
+        handle = self.kv.pushpull(key, flat, self.buffers[key], priority=-key)
+        self._pending[key] = (handle, sent, self._iteration)
 
     def _await(self, keys) -> None:
         for k in keys:
-            handle = self._pending.pop(k, None)
-            if handle is None:
+            pending = self._pending.pop(k, None)
+            if pending is None:
                 continue
+            handle, sent, it = pending
             t = time.perf_counter()
+            t_wall = time.time()
             handle.wait(PULL_WAIT_LIMIT_S)
-            self._wait_s += time.perf_counter() - t
+            waited = time.perf_counter() - t
+            self._wait_s += waited
+            back = handle.done_unix_s if handle.done_unix_s is not None else time.time()
+            # The worker sees only its request and the answer: the server's part is inside.
+            self.recorder.add(f"key {k}", "push+update+pull", sent, back, it)
+            if waited > WAIT_SPAN_MIN_S:
+                self.recorder.add(WAIT_THREAD, f"wait key {k}", t_wall, time.time(), it)
+            copy_start = time.time()
             self._copy_in(k)
+            self.recorder.add(f"key {k}", "broadcast", copy_start, time.time(), it)
 
     def _copy_in(self, key: int) -> None:
         src = torch.from_numpy(self.buffers[key])

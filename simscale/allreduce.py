@@ -20,6 +20,7 @@ from simscale.network import Network
 
 @dataclass
 class _Ready:
+    it: int
     key: int
     nbytes: float
     count: int
@@ -42,6 +43,7 @@ class AllReduce:
         cycle_s: float,
         message_overhead_s: float,
         step_latency_s: float,
+        on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
     ) -> None:
         self.env = env
         self.net = net
@@ -54,6 +56,8 @@ class AllReduce:
         self.cycle_s = cycle_s
         self.msg_s = message_overhead_s
         self.step_latency_s = step_latency_s  # one ring hop's latency between hosts
+        # Trace hook: ((iteration, key) pairs, bytes, start, end) of each fused collective.
+        self.on_buffer = on_buffer
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
         self.wakeup: simpy.Event = env.event()
@@ -64,7 +68,7 @@ class AllReduce:
         entry = self.pending.get((it, key))
         now = self.env.now
         if entry is None:
-            entry = self.pending[(it, key)] = _Ready(key, self.key_bytes[key], 0, [])
+            entry = self.pending[(it, key)] = _Ready(it, key, self.key_bytes[key], 0, [])
         entry.count += 1
         entry.done.append((now, done))
         if entry.count == len(self.hosts):
@@ -88,7 +92,11 @@ class AllReduce:
                     entry = self.queue.pop(0)
                     batch.append(entry)
                     total += entry.nbytes
+                started = self.env.now
                 yield from self._allreduce(total)
+                if self.on_buffer is not None:
+                    keys = [(e.it, e.key) for e in batch]
+                    self.on_buffer(keys, total, started, self.env.now)
                 for entry in batch:
                     last = max(t for t, _ in entry.done)
                     for t, done in entry.done:

@@ -1,4 +1,4 @@
-"""The ``simscale`` command: predict, check, models.
+"""The ``simscale`` command: predict, check, models, calibrate, validate, plot, combine-traces.
 
 Bad input never shows a traceback: it prints one line naming the file and field and exits 2.
 """
@@ -77,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
         "and seeded repetitions",
     )
     p.add_argument("--draws", type=int, default=24, metavar="N", help="simulations for --interval")
+
+    p = sub.add_parser(
+        "combine-traces",
+        help="put timelines (predict --trace, realrun run --trace) in one file for ui.perfetto.dev",
+    )
+    p.add_argument("traces", nargs="+", type=Path, help="Chrome-trace JSON files")
+    p.add_argument("-o", "--output", type=Path, required=True, help="combined trace to write")
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -171,7 +178,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.profile import load_profile
     from simscale.scenario import load_scenario
     from simscale.simulator import Simulation
-    from simscale.trace import write_trace
+    from simscale.trace import simulation_spans, write_trace
 
     refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
     scenario = load_scenario(args.scenario, args.overrides)
@@ -191,8 +198,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     sim = Simulation(scenario, costs, trace=args.trace is not None)
     result = sim.run()
     if args.trace is not None:
-        assert sim.spans is not None
-        write_trace(args.trace, sim.spans, scenario.simulation.warmup_iterations, scenario.name)
+        iteration = scenario.simulation.warmup_iterations
+        write_trace(args.trace, simulation_spans(sim), iteration, f"{scenario.name} (predicted)")
     from simscale.whatif.pricing import cluster_price, cost_fields
 
     cost = {
@@ -238,6 +245,8 @@ def refuse_if_too_long(scenario: Scenario, source: str) -> None:
     work = estimate(scenario)
     if work.too_long:
         raise ConfigError("", work.explain(), source)
+
+
 def _cost_words(cost: dict[str, object]) -> str:
     """$/hour, samples per dollar and time and cost to train, in one line (or why not)."""
     usd_h, per_usd = cost["usd_per_hour"], cost["samples_per_usd"]
@@ -249,6 +258,24 @@ def _cost_words(cost: dict[str, object]) -> str:
     if hours is not None:
         words += f"; to train: {hours:,.2f} h" + (f", ${usd:,.0f}" if usd is not None else "")
     return words
+
+
+def cmd_combine_traces(args: argparse.Namespace) -> int:
+    from simscale.trace import combine
+
+    traces = []
+    for path in args.traces:
+        try:
+            traces.append((str(path), json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError("", f"cannot read a trace: {e}", str(path)) from None
+    try:
+        combined = combine(traces)
+    except ValueError as e:
+        raise ConfigError("", str(e)) from None
+    _write_atomic(args.output, json.dumps(combined))
+    print(f"{len(traces)} timelines written to {args.output} (open in ui.perfetto.dev)")
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -421,6 +448,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 COMMANDS = {
     "predict": cmd_predict,
     "check": cmd_check,
+    "combine-traces": cmd_combine_traces,
     "models": cmd_models,
     "calibrate": cmd_calibrate,
     "validate": cmd_validate,

@@ -55,8 +55,11 @@ class ServerGroup:
         sync: bool,
         pull_with_push: bool = False,
         cores: CorePool | None = None,
+        on_updated: Callable[[int, int, int | None, float], None] | None = None,
     ) -> None:
         self.env = env
+        # Trace hook: (iteration, key, worker or None for all, time) when a slice is updated.
+        self.on_updated = on_updated
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
         self.costs = costs
         self.hosts = server_hosts
@@ -84,9 +87,10 @@ class ServerGroup:
         thread = self.threads[server]
         if not self.sync:
             cost = self.request_s + nbytes * self.update_s_per_byte
-            thread.run(cost).callbacks.append(
-                lambda _e: self._ack(server, worker, lambda: on_ack(0.0))
-            )
+            upd = thread.run(cost)
+            upd.callbacks.append(lambda _e: self._ack(server, worker, lambda: on_ack(0.0)))
+            if self.on_updated is not None:
+                upd.callbacks.append(lambda _e: self.on_updated(it, key, worker, self.env.now))
             return
         st = self.state.get((it, key, server))
         now = self.env.now
@@ -112,6 +116,8 @@ class ServerGroup:
                 # The update, then the acks (MXNet) or the parked pulls, on the handler thread.
                 upd = thread.run(nbytes * self.update_s_per_byte)
                 upd.callbacks.append(lambda _e: self._updated(st))
+                if self.on_updated is not None:
+                    upd.callbacks.append(lambda _e: self.on_updated(it, key, None, self.env.now))
 
         done.callbacks.append(merged)
 

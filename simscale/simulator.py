@@ -25,6 +25,7 @@ from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import assign_key
+from simscale.trace import KeyPhases
 from simscale.worker import HostCopies, Span, Worker
 from simscale.zoo import BYTES_PER_ELEMENT
 
@@ -54,6 +55,7 @@ class Simulation:
         self.scenario = scenario
         self.costs = costs or CostModel()
         self.spans: list[Span] | None = [] if trace else None
+        self.key_phases: KeyPhases | None = KeyPhases(scenario.num_workers) if trace else None
         self.env = CountingEnvironment()
         self.layout = cluster.layout(scenario)
         self.model = scenario.model.spec()
@@ -97,6 +99,7 @@ class Simulation:
                 sync=mode in ("dist_sync", "dist_sync_device"),
                 pull_with_push=s.kvstore.pull_request == "with_push",
                 cores=self.cores,
+                on_updated=self.key_phases.updated if self.key_phases else None,
             )
             self.slices = [
                 [
@@ -120,6 +123,7 @@ class Simulation:
                 ar.cycle_ms * 1e-3,
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
+                on_buffer=self.key_phases.buffer if self.key_phases else None,
             )
 
         self.workers: list[Worker] = []
@@ -219,11 +223,15 @@ class Simulation:
         slices = self.slices
         to_server = self._worker_stream
 
+        marks = self.key_phases
+
         def ps(it: int, key: int, done: Callable[[float], None]) -> None:
             parts = slices[key]
             state = {"left": len(parts), "others": 0.0}
 
             def slice_back(waited: float) -> None:
+                if marks is not None:
+                    marks.mark(rank, it, key, "broadcast", env.now)
                 state["others"] = max(state["others"], waited)
                 state["left"] -= 1
                 if state["left"] == 0:
@@ -249,15 +257,19 @@ class Simulation:
                         request_pull()
 
                 sent = van.run(msg_s)
-                sent.callbacks.append(
-                    lambda _e: stream.send(
-                        wire, lambda: servers.push(it, key, server, nbytes, rank, acked), key
-                    )
-                )
+
+                def arrived() -> None:
+                    if marks is not None:
+                        marks.mark(rank, it, key, "update", env.now)
+                    servers.push(it, key, server, nbytes, rank, acked)
+
+                sent.callbacks.append(lambda _e: stream.send(wire, arrived, key))
                 if pull_with_push:  # realrun's pushpull: the request right behind the push
                     sent.callbacks.append(request_pull)
 
             def push_all(_e: object) -> None:
+                if marks is not None:
+                    marks.mark(rank, it, key, "push", env.now)
                 for server, nbytes in parts:
                     push(server, nbytes)
 

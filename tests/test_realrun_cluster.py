@@ -8,6 +8,7 @@ bound of domain.md, and that nothing of a run is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -387,9 +389,10 @@ def _ssh_skip_reason() -> str | None:
 _SSH_SKIP = _ssh_skip_reason()
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
-def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def local_sshd(tmp_path: Path) -> Iterator[LaunchOptions]:
+    """This machine's sshd on a free port, trusting a fresh key, while the block runs: the
+    ssh launcher's options for one host, 127.0.0.1. Afterwards sshd is gone."""
     keys = tmp_path / "keys"
     keys.mkdir(mode=0o700)
     for name in ("host", "client"):
@@ -445,20 +448,7 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) 
             f"IdentityFile={keys / 'client'}",
             f"UserKnownHostsFile={tmp_path / 'known_hosts'}",
         )
-        record, _ = run_scenario(
-            ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml",
-            ["simulation.warmup_iterations=1", "simulation.measured_iterations=2"],
-            LaunchOptions("ssh", str(hostfile), options),
-            tmp_path / "r.json",
-            progress=False,
-            timeout_s=90,
-        )
-        assert record.complete, record.error
-        assert record.environment["launcher"] == "ssh"
-        assert {n["host"] for n in record.environment["nodes"]} == {"127.0.0.1"}
-        assert len(record.iterations) == 2 * 3
-        # Every remote node has ended with the job.
-        assert [n for n in record.environment["nodes"] if _alive(int(n["pid"]))] == []
+        yield LaunchOptions("ssh", str(hostfile), options)
     finally:
         sshd.send_signal(signal.SIGTERM)
         try:
@@ -469,6 +459,26 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) 
         assert sshd.stderr is not None
         sshd.stderr.close()
     assert not _alive(sshd.pid)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
+def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) -> None:
+    with local_sshd(tmp_path) as options:
+        record, _ = run_scenario(
+            ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml",
+            ["simulation.warmup_iterations=1", "simulation.measured_iterations=2"],
+            options,
+            tmp_path / "r.json",
+            progress=False,
+            timeout_s=90,
+        )
+        assert record.complete, record.error
+        assert record.environment["launcher"] == "ssh"
+        assert {n["host"] for n in record.environment["nodes"]} == {"127.0.0.1"}
+        assert len(record.iterations) == 2 * 3
+        # Every remote node has ended with the job.
+        assert [n for n in record.environment["nodes"] if _alive(int(n["pid"]))] == []
 
 
 # -- the committed dataset ----------------------------------------------------------------------
