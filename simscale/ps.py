@@ -55,6 +55,7 @@ class ServerGroup:
         sync: bool,
         pull_with_push: bool = False,
         cores: CorePool | None = None,
+        copies: int = 1,
     ) -> None:
         self.env = env
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
@@ -63,6 +64,10 @@ class ServerGroup:
         self.num_workers = num_workers
         self.sync = sync
         self.pull_with_push = pull_with_push
+        # Each message stands for this many identical ones from identical workers, handled back
+        # to back (simscale.symmetry): the handler thread spends that many times the per-message
+        # cost on it, so the sender is the copy served last. 1 in the exact model.
+        self.copies = copies
         self.threads = [SerialQueue(env, f"server{s}", cores) for s in range(len(server_hosts))]
         self.state: dict[tuple[int, int, int], SliceSync] = {}
         self.msg_s = costs.message_overhead_us * 1e-6
@@ -83,7 +88,7 @@ class ServerGroup:
         ``on_ack(wait_for_others_s)`` is called when the ack reaches the worker."""
         thread = self.threads[server]
         if not self.sync:
-            cost = self.request_s + nbytes * self.update_s_per_byte
+            cost = self.copies * (self.request_s + nbytes * self.update_s_per_byte)
             thread.run(cost).callbacks.append(
                 lambda _e: self._ack(server, worker, lambda: on_ack(0.0))
             )
@@ -99,13 +104,13 @@ class ServerGroup:
             st.waiting.append(
                 lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
             )
-        done = thread.run(self.request_s + nbytes * self.merge_s_per_byte)
+        done = thread.run(self.copies * (self.request_s + nbytes * self.merge_s_per_byte))
 
         def merged(_e: simpy.Event) -> None:
             st.pushed += 1
             if self.pull_with_push:
                 # The push is acknowledged on receipt; nothing waits on that ack.
-                thread.run(self.msg_s)
+                thread.run(self.copies * self.msg_s)
             if st.pushed == self.num_workers:
                 if not self.pull_with_push:
                     del self.state[(it, key, server)]
@@ -124,7 +129,8 @@ class ServerGroup:
 
     def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         stream = self.to_worker(server, worker)
-        self.threads[server].run(self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
+        cost = self.copies * self.msg_s
+        self.threads[server].run(cost).callbacks.append(lambda _e: stream.send(0, deliver))
 
     def pull(
         self,
@@ -140,7 +146,8 @@ class ServerGroup:
         stream = self.to_worker(server, worker)
 
         def respond(waited: float) -> None:
-            self.threads[server].run(self.request_s + self.msg_s).callbacks.append(
+            cost = self.copies * (self.request_s + self.msg_s)
+            self.threads[server].run(cost).callbacks.append(
                 lambda _e: stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
             )
 

@@ -59,6 +59,10 @@ class Result:
     simulated_s: float
     events: int
     wall_s: float
+    # Which model ran: "exact" (every worker simulated) or "symmetric" (identical workers
+    # simulated once, simscale.symmetry), and why.
+    path: str = "exact"
+    path_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = _finite(asdict(self))
@@ -119,5 +123,6 @@ def format_table(r: Result) -> str:
         "",
         f"measured {r.iterations_measured} iterations ({stable}); simulated "
         f"{r.simulated_s:.3f} s with {r.events:,} events in {r.wall_s:.2f} s",
+        f"model path    {r.path} ({r.path_reason})",
     ]
     return "\n".join(lines)

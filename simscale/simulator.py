@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import simpy
 
-from simscale import cluster
+from simscale import cluster, symmetry
 from simscale.allreduce import AllReduce
 from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
@@ -25,11 +26,10 @@ from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import assign_key
+from simscale.symmetry import TWO_BIT_RATIO
 from simscale.worker import HostCopies, Span, Worker
 from simscale.zoo import BYTES_PER_ELEMENT
 
-# 2-bit compression sends 16 gradient values per 32-bit word (MXNet gradient_compression.cc).
-TWO_BIT_RATIO = 1 / 16
 MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
 
 
@@ -45,19 +45,52 @@ class CountingEnvironment(simpy.Environment):
         super().step()
 
 
+PATHS = ("auto", "exact", "symmetric")
+
+
 class Simulation:
-    """One scenario, built and ready to run; ``run()`` returns the Result."""
+    """One scenario, built and ready to run; ``run()`` returns the Result.
+
+    ``path``: "exact" simulates every worker; "symmetric" one representative of identical
+    workers (simscale.symmetry; refused with the reason where it does not apply); "auto" (the
+    default) the symmetric path where it applies, else the exact one."""
 
     def __init__(
-        self, scenario: Scenario, costs: CostModel | None = None, *, trace: bool = False
+        self,
+        scenario: Scenario,
+        costs: CostModel | None = None,
+        *,
+        trace: bool = False,
+        path: str = "auto",
     ) -> None:
+        if path not in PATHS:
+            raise ValueError(f"path: got {path!r}, expected one of {', '.join(PATHS)}")
         self.scenario = scenario
         self.costs = costs or CostModel()
         self.spans: list[Span] | None = [] if trace else None
         self.env = CountingEnvironment()
-        self.layout = cluster.layout(scenario)
+        self.full_layout = cluster.layout(scenario)
+        self.layout = self.full_layout
+        self.reduction: symmetry.Reduction | None = None
+        reason = symmetry.reason_for_exact(scenario, self.full_layout, self.costs, trace=trace)
+        if path == "symmetric" and reason is not None:
+            raise ValueError(f"the symmetric path does not apply: {reason}")
+        if path == "exact":
+            reason = "asked for"
+        if reason is None:
+            self.reduction = symmetry.reduce(self.full_layout)
+            self.layout = self.reduction.layout
+        self.path = "exact" if self.reduction is None else "symmetric"
+        self.path_reason = reason or (
+            f"{self.full_layout.num_workers} identical workers simulated as one"
+        )
         self.model = scenario.model.spec()
         self._build()
+
+    @property
+    def copies_per_worker(self) -> int:
+        """Real workers each simulated worker stands for (1 on the exact path)."""
+        return 1 if self.reduction is None else self.reduction.copies
 
     # ---- construction ----
 
@@ -74,6 +107,7 @@ class Simulation:
             latency_factor=costs.latency_factor,
             share_sigma=costs.tcp_share_sigma,
             seed=s.simulation.seed,
+            routes=self.reduction,
         )
         mode = s.kvstore.mode
         bpe = BYTES_PER_ELEMENT[s.training.precision]
@@ -97,6 +131,7 @@ class Simulation:
                 sync=mode in ("dist_sync", "dist_sync_device"),
                 pull_with_push=s.kvstore.pull_request == "with_push",
                 cores=self.cores,
+                copies=self.copies_per_worker,
             )
             self.slices = [
                 [
@@ -345,12 +380,12 @@ class Simulation:
         )
 
     def _result(self, warm: int, end: int, stable: bool, wall_s: float) -> Result:
-        s, lay = self.scenario, self.layout
+        s, lay, full = self.scenario, self.layout, self.full_layout
         t_start, t_end = self.boundaries[warm], self.boundaries[end]
         window = t_end - t_start
         n = end - warm
         per_worker = []
-        server_host_set = set(lay.server_hosts)
+        server_host_set = set(full.server_hosts)
         ideal = 0.0
         for w in self.workers:
             host = lay.hosts[lay.worker_hosts[w.rank]]
@@ -360,20 +395,24 @@ class Simulation:
             blocked = float(np.mean(st.blocked_s[warm:end]))
             others = float(np.mean(st.waited_for_others_s[warm:end]))
             samples = host.gpus * s.training.batch_per_gpu
-            per_worker.append(
-                WorkerResult(
-                    rank=w.rank,
-                    host=host.name,
-                    gpus=host.gpus,
-                    samples_per_s=samples / it_s,
-                    iteration_time_s=it_s,
-                    compute_s=compute,
-                    exposed_comm_s=blocked - others,
-                    wait_for_workers_s=others,
-                    co_hosts_server=lay.worker_hosts[w.rank] in server_host_set,
+            # The representative of identical workers stands for every real rank.
+            ranks = [w.rank] if self.reduction is None else range(full.num_workers)
+            for rank in ranks:
+                real_host = full.worker_hosts[rank]
+                per_worker.append(
+                    WorkerResult(
+                        rank=rank,
+                        host=full.hosts[real_host].name,
+                        gpus=host.gpus,
+                        samples_per_s=samples / it_s,
+                        iteration_time_s=it_s,
+                        compute_s=compute,
+                        exposed_comm_s=blocked - others,
+                        wait_for_workers_s=others,
+                        co_hosts_server=real_host in server_host_set,
+                    )
                 )
-            )
-            ideal += host.gpus * samples_per_s_without_communication(
+            ideal += len(ranks) * host.gpus * samples_per_s_without_communication(
                 self.model,
                 str(host.gpu),
                 s.training.precision,
@@ -397,8 +436,8 @@ class Simulation:
             scenario=s.name,
             mode=s.kvstore.mode,
             network_model=s.simulation.network_model,
-            num_workers=lay.num_workers,
-            num_servers=lay.num_servers,
+            num_workers=full.num_workers,
+            num_servers=full.num_servers,
             num_gpus=s.num_gpus,
             global_batch=s.global_batch,
             throughput_samples_per_s=throughput,
@@ -414,6 +453,8 @@ class Simulation:
             simulated_s=self.env.now,
             events=self.env.events_processed,
             wall_s=wall_s,
+            path=self.path,
+            path_reason=self.path_reason,
         )
 
     def _utilization(
@@ -421,8 +462,11 @@ class Simulation:
     ) -> list[Utilization]:
         lay, window = self.layout, t1 - t0
         roles: dict[int, list[str]] = {}
-        for r, h in enumerate(lay.worker_hosts):
-            roles.setdefault(h, []).append(f"worker {r}")
+        if self.reduction is None:
+            for r, h in enumerate(lay.worker_hosts):
+                roles.setdefault(h, []).append(f"worker {r}")
+        else:
+            roles[0] = [f"each of {self.reduction.copies} workers, mean"]
         for sv, h in enumerate(lay.server_hosts):
             roles.setdefault(h, []).append(f"server {sv}")
         out = []
@@ -433,6 +477,10 @@ class Simulation:
                 h = int(host_part[4:])
                 who = " + ".join(roles.get(h, [])) or lay.hosts[h].name
                 desc = f"host {h} ({who}) NIC {direction}"
+                if self.reduction is not None:  # name the real host, not the reduced index
+                    name = lay.hosts[h].name
+                    desc = f"host {name} ({who}) NIC {direction}"
+                    stat = replace(stat, name=f"{name}.{direction}")
             else:
                 desc = f"network {stat.name}"
             out.append(Utilization(stat.name, "nic", min(frac, 1.0), desc))
@@ -443,7 +491,7 @@ class Simulation:
                         f"server{sv}.cpu",
                         "server",
                         q.busy_within(t0, t1) / window,
-                        f"server {sv} handler thread (host {lay.server_hosts[sv]})",
+                        f"server {sv} handler thread (host {self.full_layout.server_hosts[sv]})",
                     )
                 )
         for rank, c in enumerate(self.copies):
@@ -494,6 +542,6 @@ def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
     )
 
 
-def simulate(scenario: Scenario, costs: CostModel | None = None) -> Result:
-    """Predict ``scenario``'s throughput, efficiency and bottleneck."""
-    return Simulation(scenario, costs).run()
+def simulate(scenario: Scenario, costs: CostModel | None = None, path: str = "auto") -> Result:
+    """Predict ``scenario``'s throughput, efficiency and bottleneck (``path``: see Simulation)."""
+    return Simulation(scenario, costs, path=path).run()
