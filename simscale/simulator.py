@@ -412,12 +412,16 @@ class Simulation:
                         co_hosts_server=real_host in server_host_set,
                     )
                 )
-            ideal += len(ranks) * host.gpus * samples_per_s_without_communication(
-                self.model,
-                str(host.gpu),
-                s.training.precision,
-                s.training.batch_per_gpu,
-                self.costs,
+            ideal += (
+                len(ranks)
+                * host.gpus
+                * samples_per_s_without_communication(
+                    self.model,
+                    str(host.gpu),
+                    s.training.precision,
+                    s.training.batch_per_gpu,
+                    self.costs,
+                )
             )
         sync = s.kvstore.mode not in ("dist_async", "dist_async_device")
         if sync:

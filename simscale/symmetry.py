@@ -191,9 +191,9 @@ class Reduction:
         links: tuple[int, ...] = (far,)
         weights: tuple[float, ...] = (float(self.remote_workers[j]),)
         if self.pure_workers:
-            links, weights = links + (near,), weights + (1.0,)
+            links, weights = (*links, near), (*weights, 1.0)
         if self.colocated[j]:
-            links, weights = links + (own,), weights + (-1.0,)
+            links, weights = (*links, own), (*weights, -1.0)
         return links, weights, group
 
 

@@ -20,12 +20,12 @@ from simscale.network.topology import Nic, Topology, gbit_per_s
 
 __all__ = [
     "NETWORK_KINDS",
-    "Routes",
     "FairShareNetwork",
     "FifoNetwork",
     "LinkStat",
     "Network",
     "Nic",
+    "Routes",
     "Topology",
     "gbit_per_s",
     "make_network",

@@ -229,10 +229,7 @@ def solve_rounds(
         return rate
     flat = links.ravel()
     per_link = weight is not None and weight.ndim == 2
-    if weight is None:
-        flat_weight = None
-    else:
-        flat_weight = weight.ravel() if per_link else np.repeat(weight, k)
+    flat_weight = None if weight is None else weight.ravel() if per_link else np.repeat(weight, k)
     # Link -> flows incidence (CSC): the flows of link l are by_link[start[l]:start[l + 1]].
     by_link = np.argsort(flat, kind="stable") // k
     count = np.bincount(flat, minlength=n_ext)

@@ -69,6 +69,7 @@ FINISH_TOLERANCE_S = 1e-9
 # solver from 512 classes up. Above 4096 classes (128 hosts and more) it is not measured.
 REFILL_MAX_CLASSES = 4096
 
+
 class Routes(Protocol):
     """Where a host pair's flows go and how many physical flows each one stands for per link
     (simscale.network.fairshare.solve_grouped explains the groups)."""
