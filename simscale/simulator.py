@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import simpy
@@ -31,6 +31,36 @@ from simscale.worker import HostCopies, Span, Worker
 from simscale.zoo import BYTES_PER_ELEMENT
 
 MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
+CHECK_EVERY_EVENTS = 4096  # how often the run looks at the wall clock (~10 ms of events)
+PROGRESS_EVERY_S = 1.0  # wall seconds between two progress reports
+
+
+class IncompleteRun(Exception):
+    """The wall-clock limit struck before one measured iteration was complete."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running simulation is, for a progress display."""
+
+    iteration: int  # iterations every worker has started
+    iterations: int  # at most this many are simulated
+    warmup: int
+    simulated_s: float
+    events: int
+    wall_s: float
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class _Clock:
+    start_s: float
+    max_seconds: float | None
+    progress: Callable[[Progress], None] | None
+    next_report_s: float = 0.0
 
 
 class CountingEnvironment(simpy.Environment):
@@ -347,21 +377,78 @@ class Simulation:
 
     # ---- running and measuring ----
 
-    def run(self) -> Result:
-        t0 = time.perf_counter()
+    def run(
+        self,
+        max_seconds: float | None = None,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> Result:
+        """Warm up, then measure until the iteration time is stable or the iterations run out.
+
+        ``max_seconds`` (wall clock) stops the run cleanly at the first check past it: the
+        Result covers the measured iterations completed so far and says it stopped early
+        (``IncompleteRun`` if not even one was). ``progress`` is called about every
+        ``PROGRESS_EVERY_S`` of wall time with where the run is."""
+        self._clock = _Clock(time.perf_counter(), max_seconds, progress)
         sim = self.scenario.simulation
         warm = sim.warmup_iterations
         last = len(self.boundary_events) - 1
-        self.env.run(until=self.boundary_events[warm])
+        if not self._run_until(warm):
+            raise IncompleteRun(self._stopped_message(warm))
         self._reset_counters()
         end = last
         stable = False
+        stopped = ""
         for i in range(warm + 1, last + 1):
-            self.env.run(until=self.boundary_events[i])
+            if not self._run_until(i):
+                if i - 1 == warm:
+                    raise IncompleteRun(self._stopped_message(warm))
+                end, stopped = i - 1, self._stopped_message(warm)
+                break
             if i - warm >= MIN_MEASURED and self._is_stable(warm, i):
                 end, stable = i, True
                 break
-        return self._result(warm, end, stable, time.perf_counter() - t0)
+        return self._result(warm, end, stable, time.perf_counter() - self._clock.start_s, stopped)
+
+    def _run_until(self, it: int) -> bool:
+        """Process events until every worker has started iteration ``it``; False when the wall
+        clock limit struck first. Checks the clock every ``CHECK_EVERY_EVENTS`` events (the same
+        events, in the same order, as ``env.run(until=...)``)."""
+        env, target, clock = self.env, self.boundary_events[it], self._clock
+        step = env.step
+        while not target.processed:
+            try:
+                for _ in range(CHECK_EVERY_EVENTS):
+                    step()
+                    if target.processed:
+                        return True
+            except simpy.core.EmptySchedule:
+                raise RuntimeError(
+                    f"simulation deadlocked: no events left before iteration {it} began"
+                ) from None
+            now = time.perf_counter()
+            if clock.max_seconds is not None and now - clock.start_s > clock.max_seconds:
+                return False
+            if clock.progress is not None and now >= clock.next_report_s:
+                clock.next_report_s = now + PROGRESS_EVERY_S
+                clock.progress(
+                    Progress(
+                        iteration=len(self.boundaries),
+                        iterations=len(self.boundary_events),
+                        warmup=self.scenario.simulation.warmup_iterations,
+                        simulated_s=env.now,
+                        events=env.events_processed,
+                        wall_s=now - clock.start_s,
+                    )
+                )
+        return True
+
+    def _stopped_message(self, warm: int) -> str:
+        clock = self._clock
+        done = max(0, len(self.boundaries) - 1 - warm)
+        return (
+            f"stopped at --max-seconds {clock.max_seconds:g}: {done} measured iteration(s) "
+            f"complete, simulated {self.env.now:.3f} s with {self.env.events_processed:,} events"
+        )
 
     def _reset_counters(self) -> None:
         self.net.reset_stats()
@@ -379,7 +466,9 @@ class Simulation:
             <= self.scenario.simulation.stable_tolerance * recent.mean()
         )
 
-    def _result(self, warm: int, end: int, stable: bool, wall_s: float) -> Result:
+    def _result(
+        self, warm: int, end: int, stable: bool, wall_s: float, stopped: str = ""
+    ) -> Result:
         s, lay, full = self.scenario, self.layout, self.full_layout
         t_start, t_end = self.boundaries[warm], self.boundaries[end]
         window = t_end - t_start
@@ -459,6 +548,7 @@ class Simulation:
             wall_s=wall_s,
             path=self.path,
             path_reason=self.path_reason,
+            stopped_early=stopped,
         )
 
     def _utilization(

@@ -30,6 +30,7 @@ test (tests/test_symmetry.py) holds the two to each other on a generated family 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -162,7 +163,7 @@ class Reduction:
     def width(self) -> int:
         return 3
 
-    @property
+    @cached_property
     def group_links(self) -> np.ndarray:
         """Pushes load the egress of every co-located host (its worker pushes the same), replies
         the ingress of every co-located host."""
