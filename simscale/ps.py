@@ -129,8 +129,21 @@ class ServerGroup:
 
     def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         stream = self.to_worker(server, worker)
-        cost = self.copies * self.msg_s
-        self.threads[server].run(cost).callbacks.append(lambda _e: stream.send(0, deliver))
+        self._run_own_turn(server, self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
+
+    def _run_own_turn(self, server: int, cost_s: float) -> simpy.Event:
+        """Queue one message's work on the server's thread, once per copy it stands for; the
+        event fires at the representative's own turn, the middle one: identical workers' acks
+        and replies are served in no fixed order, so on average a worker waits for half of the
+        others (the exact model, tests/test_symmetry.py, agrees within 0.3% where serving it
+        last was 1-2% slow on server-bound shapes)."""
+        thread = self.threads[server]
+        if self.copies == 1:
+            return thread.run(cost_s)
+        before = (self.copies - 1) // 2
+        turn = thread.run((before + 1) * cost_s)
+        thread.run((self.copies - 1 - before) * cost_s)
+        return turn
 
     def pull(
         self,
@@ -146,8 +159,7 @@ class ServerGroup:
         stream = self.to_worker(server, worker)
 
         def respond(waited: float) -> None:
-            cost = self.copies * (self.request_s + self.msg_s)
-            self.threads[server].run(cost).callbacks.append(
+            self._run_own_turn(server, self.request_s + self.msg_s).callbacks.append(
                 lambda _e: stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
             )
 

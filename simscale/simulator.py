@@ -102,7 +102,9 @@ class Simulation:
         self.full_layout = cluster.layout(scenario)
         self.layout = self.full_layout
         self.reduction: symmetry.Reduction | None = None
-        reason = symmetry.reason_for_exact(scenario, self.full_layout, self.costs, trace=trace)
+        reason = symmetry.reason_for_exact(
+            scenario, self.full_layout, self.costs, trace=trace, check_load=path != "symmetric"
+        )
         if path == "symmetric" and reason is not None:
             raise ValueError(f"the symmetric path does not apply: {reason}")
         if path == "exact":

@@ -37,9 +37,7 @@ def _shape(rng: random.Random, i: int) -> dict[str, Any]:
     if rng.random() < 0.15:  # a second, different host group
         groups.append({"count": 1, "gpus_per_host": gpus, "gpu": "V100", "nic_gbps": nic / 2})
     n_hosts = sum(g["count"] for g in groups)
-    mode = rng.choice(
-        ["dist_sync"] * 5 + ["dist_sync_device"] * 2 + ["dist_async", "allreduce"]
-    )
+    mode = rng.choice(["dist_sync"] * 5 + ["dist_sync_device"] * 2 + ["dist_async", "allreduce"])
     data: dict[str, Any] = {
         "name": f"family-{i}",
         "cluster": {"hosts": groups},
