@@ -332,7 +332,7 @@ def solve_grouped(
     weight: FloatArray,
     group: IntArray,
     group_weight: FloatArray,
-    group_links: npt.NDArray[np.bool_],
+    group_links: npt.NDArray[np.bool_] | FloatArray,
     bound: float = math.inf,
 ) -> FloatArray:
     """Progressive filling where some flows also load whole sets of links (symmetry classes).
@@ -347,26 +347,28 @@ def solve_grouped(
     """
     n_ext = cap_ext.shape[0]
     sentinel = n_ext - 1
-    n_flows, _k = links.shape
+    n_flows = links.shape[0]
     n_groups = group_links.shape[0]
     rate = np.full(n_flows, bound)
     if n_flows == 0:
         return rate
-    flat = links.ravel()
-    mask = group_links.astype(np.float64)  # (G, n_ext)
-    in_group = [group == g for g in range(n_groups)]
-    unfrozen_g = np.array([group_weight[m].sum() for m in in_group])
-    n_unfrozen = np.bincount(flat, weights=weight.ravel(), minlength=n_ext) + unfrozen_g @ mask
+    mask = np.asarray(group_links, dtype=np.float64)  # (G, n_ext)
+    grouped = group >= 0
+    gw_of = np.where(grouped, group_weight, 0.0)
+    g_index = np.where(grouped, group, 0)
+    unfrozen_g = np.bincount(g_index, weights=gw_of, minlength=n_groups)
+    n_unfrozen = np.bincount(links.ravel(), weights=weight.ravel(), minlength=n_ext)
+    n_unfrozen += unfrozen_g @ mask
     n_unfrozen[sentinel] = 0.0
-    headroom = np.array(cap_ext, dtype=np.float64)
+    headroom = cap_ext.astype(np.float64, copy=True)
     headroom[sentinel] = np.inf
     frozen = np.zeros(n_flows, dtype=bool)
-    gw_of = np.where(group >= 0, group_weight, 0.0)
+    n_frozen = 0
     level = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        while not frozen.all():
-            idle = n_unfrozen <= WEIGHT_RESIDUE
-            fill = np.where(idle, np.inf, headroom / n_unfrozen)
+        while n_frozen < n_flows:
+            fill = headroom / n_unfrozen
+            fill[n_unfrozen <= WEIGHT_RESIDUE] = np.inf
             t_link = float(fill.min())
             if t_link >= bound or t_link == np.inf:
                 break  # every unfrozen flow reaches the cap (or crosses nothing) first
@@ -376,21 +378,20 @@ def solve_grouped(
             # Net weight of each entry on the links that filled: its own entries there, plus its
             # group's share of them.
             net = (weight * sat_f[links]).sum(axis=1)
-            if n_groups:
-                net += gw_of * (group_links @ sat_f)[np.maximum(group, 0)] * (group >= 0)
+            net += gw_of * (mask @ sat_f)[g_index]
             newly = np.flatnonzero((net > WEIGHT_RESIDUE) & ~frozen)
             frozen[newly] = True
+            n_frozen += newly.size
             new_rate = min(level, bound)
             rate[newly] = new_rate
             touched = links[newly].ravel()
             w = weight[newly].ravel()
             headroom -= np.bincount(touched, weights=w * new_rate, minlength=n_ext)
             n_unfrozen -= np.bincount(touched, weights=w, minlength=n_ext)
-            for g in range(n_groups):
-                moved = gw_of[newly][group[newly] == g].sum()
-                if moved:
-                    headroom -= mask[g] * (moved * new_rate)
-                    n_unfrozen -= mask[g] * moved
+            moved = np.bincount(g_index[newly], weights=gw_of[newly], minlength=n_groups)
+            if moved.any():
+                headroom -= (moved * new_rate) @ mask
+                n_unfrozen -= moved @ mask
             headroom[sat] = np.inf
             n_unfrozen[sat] = 0.0
             n_unfrozen[sentinel] = 0.0

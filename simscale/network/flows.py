@@ -157,6 +157,9 @@ class FairShareNetwork:
             np.zeros((0, n_links)) if routes is None else routes.group_links[:, :n_links] * 1.0
         )
         self._group_bytes = np.zeros(n_groups)  # bytes completed by each group's flows
+        self._group_mask_ext = (
+            np.zeros((0, n_links + 1)) if routes is None else routes.group_links * 1.0
+        )
         self._class_rate = np.zeros(16)
         self._live_classes: dict[int, None] = {}  # insertion-ordered set
         # Classes whose flow count changed since the last re-solve: what it must not replay.
@@ -548,7 +551,9 @@ class FairShareNetwork:
             # Per-link multiplicities: the vectorised solver, from scratch (the incremental one
             # knows one count per class only).
             idx = np.fromiter(live, dtype=np.int_, count=len(live))
-            counts = np.array([self._class_count[c] for c in live], dtype=np.float64)
+            counts = np.fromiter(
+                map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
+            )
             weight = self._class_link_weight[idx] * counts[:, None]
             self._class_rate[idx] = solve_grouped(
                 self._cap_ext,
@@ -556,7 +561,7 @@ class FairShareNetwork:
                 weight,
                 self._class_group[idx],
                 counts,
-                self._routes.group_links,
+                self._group_mask_ext,
                 self._stream_max_Bps,
             )
         elif self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
