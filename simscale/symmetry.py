@@ -7,24 +7,26 @@ simulates ONE representative worker standing for all W, and every server individ
 map unevenly to servers, ``key * 9973 % S``, so servers are not alike):
 
 - **Servers.** A push or pull of the representative stands for W of them: the server's handler
-  thread spends W times the request, merge and message cost on it, so the representative is the
-  copy served last (the one a synchronous job waits for). A sync round completes on its push.
-- **Network.** The representative's connection to server s stands for W flows (one from each
-  worker host): it loads the representative's own NIC once and server s's NIC once per worker on
-  another host (``m_s``). Max-min fairness with these per-link multiplicities (the solver's (F, K)
-  weights) gives each copy the rate it would get if every worker host carried the same traffic.
-- **Co-location.** A worker host that also runs a server carries that server's traffic on the same
-  NIC. The representative host is the mean worker host: its NIC also carries each co-located
-  server's traffic to or from the other workers, weighted ``m_s / W`` (each worker host holds on
-  average that share of the servers), so a co-located worker still shares its NIC with a server.
+  thread spends W times the request and merge cost before the round's update, and W times each
+  ack's and reply's cost, the representative's own turn coming in the middle of them (identical
+  workers are served in no fixed order). A sync round completes on its push.
+- **Network.** The representative's connection to server s stands for one flow from every worker
+  host not running s. It loads server s's host NIC once per such worker (``m_s``) and, where
+  worker hosts run no server, the representative's own host NIC once. Every worker host that
+  runs a server is kept as a host of its own, and its worker pushes (and pulls) the same as the
+  representative: each push flow therefore also loads the egress of EVERY co-located host, less
+  the one whose own server it goes to (that push is a local copy). Listing those links per flow
+  would cost O(S) per flow; ``solve_grouped`` carries them as a group instead, so a max-min solve
+  stays O(S) per round. Each copy then gets the rate the slowest of its hosts allows.
 
 What it assumes, hence when it does not run (``reason_for_exact`` says why, and the Result says
 which path ran): workers must be interchangeable (one hardware, no compute jitter, no CPU cores
 shared between processes), the job synchronous (async workers are deliberately out of phase),
 links shared equally (``tcp_share_sigma`` 0: unequal TCP shares are per host pair), a
 parameter-server mode with the fair-share network on a non-blocking fabric, and no trace (it
-shows one worker's timeline per host). Everything else runs the exact model. The equivalence
-test (tests/test_symmetry.py) holds the two to each other on a generated family of shapes.
+shows one worker's timeline per host), and a NIC load it can follow (``MAX_COMMUNICATION_LOAD``).
+Everything else runs the exact model. The equivalence test (tests/test_symmetry.py) holds the
+two to each other on a generated family of shapes.
 """
 
 from __future__ import annotations
