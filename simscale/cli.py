@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import threading
@@ -23,8 +24,10 @@ from simscale.outputs import refuse_overwrite
 
 if TYPE_CHECKING:
     from simscale.scenario import Scenario
+    from simscale.simulator import Progress
 
 EXIT_BAD_INPUT = 2
+EXIT_INCOMPLETE = 3  # --max-seconds struck before one measured iteration was complete
 
 
 def _add_scenario_args(p: argparse.ArgumentParser, many: bool = False) -> None:
@@ -62,6 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="PROFILE.yaml",
         help="apply a calibration profile (fitted cost parameters)",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=_positive_seconds,
+        metavar="S",
+        help="stop after S seconds of wall time and report the iterations measured so far",
+    )
+    p.add_argument(
+        "--path",
+        choices=("auto", "exact", "symmetric"),
+        default="auto",
+        help="model path: identical workers simulated once where that holds (auto, the "
+        "default), every worker simulated (exact), or the reduction insisted on (symmetric)",
     )
     p.add_argument(
         "--force-profile",
@@ -177,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.profile import load_profile
     from simscale.scenario import load_scenario
-    from simscale.simulator import Simulation
+    from simscale.simulator import IncompleteRun, Simulation
     from simscale.trace import simulation_spans, write_trace
 
     refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
@@ -195,8 +211,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 "apply it anyway)",
                 file=sys.stderr,
             )
-    sim = Simulation(scenario, costs, trace=args.trace is not None)
-    result = sim.run()
+    try:
+        sim = Simulation(scenario, costs, trace=args.trace is not None, path=args.path)
+    except ValueError as e:  # --path symmetric where the reduction does not hold
+        print(f"simscale: error: --path {args.path}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    show = _SimulationProgress()
+    try:
+        result = sim.run(max_seconds=args.max_seconds, progress=show)
+    except IncompleteRun as e:
+        show.close()
+        print(f"simscale: {e}; nothing measured to report", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    show.close()
+    if result.stopped_early:
+        print(f"simscale: {result.stopped_early}; the result is partial", file=sys.stderr)
     if args.trace is not None:
         iteration = scenario.simulation.warmup_iterations
         write_trace(args.trace, simulation_spans(sim), iteration, f"{scenario.name} (predicted)")
@@ -342,6 +371,51 @@ def _fit_names(text: str | None) -> tuple[str, ...]:
     if text.strip().lower() == "none":
         return ()
     return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number of seconds > 0")
+    return value
+
+
+class _SimulationProgress:
+    """Progress of a long prediction on stderr: nothing for the first ``QUIET_S`` seconds, then
+    the simulated iteration, clock and event rate (one updating line on a terminal, a line every
+    few seconds otherwise)."""
+
+    QUIET_S = 2.0
+    PLAIN_EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.shown = False
+        self.last_plain_s = -math.inf
+
+    def __call__(self, p: Progress) -> None:
+        if p.wall_s < self.QUIET_S:
+            return
+        phase = "warm-up" if p.iteration <= p.warmup else "measuring"
+        text = (
+            f"simulating: iteration {p.iteration}/{p.iterations} ({phase}), "
+            f"{p.simulated_s:.3f} simulated s, {p.events:,} events, "
+            f"{p.events_per_s:,.0f} events/s, {p.wall_s:.0f} s"
+        )
+        if self.tty:
+            print(f"\r{text}   ", end="", file=sys.stderr, flush=True)
+            self.shown = True
+        elif p.wall_s - self.last_plain_s >= self.PLAIN_EVERY_S:
+            self.last_plain_s = p.wall_s
+            print(text, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.shown:
+            print(file=sys.stderr, flush=True)
+            self.shown = False
 
 
 def _progress(what: str) -> Callable[[int, float], None]:

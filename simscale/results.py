@@ -59,6 +59,12 @@ class Result:
     simulated_s: float
     events: int
     wall_s: float
+    # Which model ran: "exact" (every worker simulated) or "symmetric" (identical workers
+    # simulated once, simscale.symmetry), and why.
+    path: str = "exact"
+    path_reason: str = ""
+    # Empty for a run that finished; else why it stopped before (e.g. --max-seconds).
+    stopped_early: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = _finite(asdict(self))
@@ -124,9 +130,12 @@ def format_table(r: Result) -> str:
     if any(w.co_hosts_server for w in r.per_worker):
         lines.append("  * co-hosts a server")
     stable = "stable" if r.stable else "NOT yet stable: raise simulation.measured_iterations"
+    if r.stopped_early:
+        stable = f"NOT complete: {r.stopped_early}"
     lines += [
         "",
         f"measured {r.iterations_measured} iterations ({stable}); simulated "
         f"{r.simulated_s:.3f} s with {r.events:,} events in {r.wall_s:.2f} s",
+        f"model path    {r.path} ({r.path_reason})",
     ]
     return "\n".join(lines)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import simpy
 
-from simscale import cluster
+from simscale import cluster, symmetry
 from simscale.allreduce import AllReduce
 from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
@@ -25,13 +26,44 @@ from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import assign_key
+from simscale.symmetry import TWO_BIT_RATIO
 from simscale.trace import KeyPhases
 from simscale.worker import HostCopies, Span, Worker
 from simscale.zoo import BYTES_PER_ELEMENT
 
-# 2-bit compression sends 16 gradient values per 32-bit word (MXNet gradient_compression.cc).
-TWO_BIT_RATIO = 1 / 16
 MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
+# How often the run looks at the wall clock: ~5 ms of events on a small cluster, and still under
+# a second where one event re-solves a thousand hosts' network.
+CHECK_EVERY_EVENTS = 1024
+PROGRESS_EVERY_S = 1.0  # wall seconds between two progress reports
+
+
+class IncompleteRun(Exception):
+    """The wall-clock limit struck before one measured iteration was complete."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running simulation is, for a progress display."""
+
+    iteration: int  # iterations every worker has started
+    iterations: int  # at most this many are simulated
+    warmup: int
+    simulated_s: float
+    events: int
+    wall_s: float
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class _Clock:
+    start_s: float
+    max_seconds: float | None
+    progress: Callable[[Progress], None] | None
+    next_report_s: float = 0.0
 
 
 class CountingEnvironment(simpy.Environment):
@@ -46,20 +78,56 @@ class CountingEnvironment(simpy.Environment):
         super().step()
 
 
+PATHS = ("auto", "exact", "symmetric")
+
+
 class Simulation:
-    """One scenario, built and ready to run; ``run()`` returns the Result."""
+    """One scenario, built and ready to run; ``run()`` returns the Result.
+
+    ``path``: "exact" simulates every worker; "symmetric" one representative of identical
+    workers (simscale.symmetry; refused with the reason where it does not apply); "auto" (the
+    default) the symmetric path where it applies, else the exact one."""
 
     def __init__(
-        self, scenario: Scenario, costs: CostModel | None = None, *, trace: bool = False
+        self,
+        scenario: Scenario,
+        costs: CostModel | None = None,
+        *,
+        trace: bool = False,
+        path: str = "auto",
     ) -> None:
+        if path not in PATHS:
+            raise ValueError(f"path: got {path!r}, expected one of {', '.join(PATHS)}")
+        self._created_s = time.perf_counter()  # --max-seconds counts the build too
         self.scenario = scenario
         self.costs = costs or CostModel()
         self.spans: list[Span] | None = [] if trace else None
         self.key_phases: KeyPhases | None = KeyPhases(scenario.num_workers) if trace else None
         self.env = CountingEnvironment()
-        self.layout = cluster.layout(scenario)
+        self.full_layout = cluster.layout(scenario)
+        self.layout = self.full_layout
+        self.reduction: symmetry.Reduction | None = None
+        reason = symmetry.reason_for_exact(
+            scenario, self.full_layout, self.costs, trace=trace, check_load=path != "symmetric"
+        )
+        if path == "symmetric" and reason is not None:
+            raise ValueError(f"the symmetric path does not apply: {reason}")
+        if path == "exact":
+            reason = "asked for"
+        if reason is None:
+            self.reduction = symmetry.reduce(self.full_layout)
+            self.layout = self.reduction.layout
+        self.path = "exact" if self.reduction is None else "symmetric"
+        self.path_reason = reason or (
+            f"{self.full_layout.num_workers} identical workers simulated as one"
+        )
         self.model = scenario.model.spec()
         self._build()
+
+    @property
+    def copies_per_worker(self) -> int:
+        """Real workers each simulated worker stands for (1 on the exact path)."""
+        return 1 if self.reduction is None else self.reduction.copies
 
     # ---- construction ----
 
@@ -76,6 +144,7 @@ class Simulation:
             latency_factor=costs.latency_factor,
             share_sigma=costs.tcp_share_sigma,
             seed=s.simulation.seed,
+            routes=self.reduction,
         )
         mode = s.kvstore.mode
         bpe = BYTES_PER_ELEMENT[s.training.precision]
@@ -100,6 +169,7 @@ class Simulation:
                 pull_with_push=s.kvstore.pull_request == "with_push",
                 cores=self.cores,
                 on_updated=self.key_phases.updated if self.key_phases else None,
+                copies=self.copies_per_worker,
             )
             self.slices = [
                 [
@@ -324,21 +394,79 @@ class Simulation:
 
     # ---- running and measuring ----
 
-    def run(self) -> Result:
-        t0 = time.perf_counter()
+    def run(
+        self,
+        max_seconds: float | None = None,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> Result:
+        """Warm up, then measure until the iteration time is stable or the iterations run out.
+
+        ``max_seconds`` (wall clock) stops the run cleanly at the first check past it: the
+        Result covers the measured iterations completed so far and says it stopped early
+        (``IncompleteRun`` if not even one was); the clock starts when the Simulation is built.
+        ``progress`` is called about every
+        ``PROGRESS_EVERY_S`` of wall time with where the run is."""
+        self._clock = _Clock(self._created_s, max_seconds, progress)
         sim = self.scenario.simulation
         warm = sim.warmup_iterations
         last = len(self.boundary_events) - 1
-        self.env.run(until=self.boundary_events[warm])
+        if not self._run_until(warm):
+            raise IncompleteRun(self._stopped_message(warm))
         self._reset_counters()
         end = last
         stable = False
+        stopped = ""
         for i in range(warm + 1, last + 1):
-            self.env.run(until=self.boundary_events[i])
+            if not self._run_until(i):
+                if i - 1 == warm:
+                    raise IncompleteRun(self._stopped_message(warm))
+                end, stopped = i - 1, self._stopped_message(warm)
+                break
             if i - warm >= MIN_MEASURED and self._is_stable(warm, i):
                 end, stable = i, True
                 break
-        return self._result(warm, end, stable, time.perf_counter() - t0)
+        return self._result(warm, end, stable, time.perf_counter() - self._clock.start_s, stopped)
+
+    def _run_until(self, it: int) -> bool:
+        """Process events until every worker has started iteration ``it``; False when the wall
+        clock limit struck first. Checks the clock every ``CHECK_EVERY_EVENTS`` events (the same
+        events, in the same order, as ``env.run(until=...)``)."""
+        env, target, clock = self.env, self.boundary_events[it], self._clock
+        step = env.step
+        while not target.processed:
+            try:
+                for _ in range(CHECK_EVERY_EVENTS):
+                    step()
+                    if target.processed:
+                        return True
+            except simpy.core.EmptySchedule:
+                raise RuntimeError(
+                    f"simulation deadlocked: no events left before iteration {it} began"
+                ) from None
+            now = time.perf_counter()
+            if clock.max_seconds is not None and now - clock.start_s > clock.max_seconds:
+                return False
+            if clock.progress is not None and now >= clock.next_report_s:
+                clock.next_report_s = now + PROGRESS_EVERY_S
+                clock.progress(
+                    Progress(
+                        iteration=len(self.boundaries),
+                        iterations=len(self.boundary_events),
+                        warmup=self.scenario.simulation.warmup_iterations,
+                        simulated_s=env.now,
+                        events=env.events_processed,
+                        wall_s=now - clock.start_s,
+                    )
+                )
+        return True
+
+    def _stopped_message(self, warm: int) -> str:
+        clock = self._clock
+        done = max(0, len(self.boundaries) - 1 - warm)
+        return (
+            f"stopped at --max-seconds {clock.max_seconds:g}: {done} measured iteration(s) "
+            f"complete, simulated {self.env.now:.3f} s with {self.env.events_processed:,} events"
+        )
 
     def _reset_counters(self) -> None:
         self.net.reset_stats()
@@ -356,13 +484,15 @@ class Simulation:
             <= self.scenario.simulation.stable_tolerance * recent.mean()
         )
 
-    def _result(self, warm: int, end: int, stable: bool, wall_s: float) -> Result:
-        s, lay = self.scenario, self.layout
+    def _result(
+        self, warm: int, end: int, stable: bool, wall_s: float, stopped: str = ""
+    ) -> Result:
+        s, lay, full = self.scenario, self.layout, self.full_layout
         t_start, t_end = self.boundaries[warm], self.boundaries[end]
         window = t_end - t_start
         n = end - warm
         per_worker = []
-        server_host_set = set(lay.server_hosts)
+        server_host_set = set(full.server_hosts)
         ideal = 0.0
         for w in self.workers:
             host = lay.hosts[lay.worker_hosts[w.rank]]
@@ -372,25 +502,33 @@ class Simulation:
             blocked = float(np.mean(st.blocked_s[warm:end]))
             others = float(np.mean(st.waited_for_others_s[warm:end]))
             samples = host.gpus * s.training.batch_per_gpu
-            per_worker.append(
-                WorkerResult(
-                    rank=w.rank,
-                    host=host.name,
-                    gpus=host.gpus,
-                    samples_per_s=samples / it_s,
-                    iteration_time_s=it_s,
-                    compute_s=compute,
-                    exposed_comm_s=blocked - others,
-                    wait_for_workers_s=others,
-                    co_hosts_server=lay.worker_hosts[w.rank] in server_host_set,
+            # The representative of identical workers stands for every real rank.
+            ranks = [w.rank] if self.reduction is None else range(full.num_workers)
+            for rank in ranks:
+                real_host = full.worker_hosts[rank]
+                per_worker.append(
+                    WorkerResult(
+                        rank=rank,
+                        host=full.hosts[real_host].name,
+                        gpus=host.gpus,
+                        samples_per_s=samples / it_s,
+                        iteration_time_s=it_s,
+                        compute_s=compute,
+                        exposed_comm_s=blocked - others,
+                        wait_for_workers_s=others,
+                        co_hosts_server=real_host in server_host_set,
+                    )
                 )
-            )
-            ideal += host.gpus * samples_per_s_without_communication(
-                self.model,
-                str(host.gpu),
-                s.training.precision,
-                s.training.batch_per_gpu,
-                self.costs,
+            ideal += (
+                len(ranks)
+                * host.gpus
+                * samples_per_s_without_communication(
+                    self.model,
+                    str(host.gpu),
+                    s.training.precision,
+                    s.training.batch_per_gpu,
+                    self.costs,
+                )
             )
         sync = s.kvstore.mode not in ("dist_async", "dist_async_device")
         if sync:
@@ -409,8 +547,8 @@ class Simulation:
             scenario=s.name,
             mode=s.kvstore.mode,
             network_model=s.simulation.network_model,
-            num_workers=lay.num_workers,
-            num_servers=lay.num_servers,
+            num_workers=full.num_workers,
+            num_servers=full.num_servers,
             num_gpus=s.num_gpus,
             global_batch=s.global_batch,
             throughput_samples_per_s=throughput,
@@ -426,6 +564,9 @@ class Simulation:
             simulated_s=self.env.now,
             events=self.env.events_processed,
             wall_s=wall_s,
+            path=self.path,
+            path_reason=self.path_reason,
+            stopped_early=stopped,
         )
 
     def _utilization(
@@ -433,8 +574,11 @@ class Simulation:
     ) -> list[Utilization]:
         lay, window = self.layout, t1 - t0
         roles: dict[int, list[str]] = {}
-        for r, h in enumerate(lay.worker_hosts):
-            roles.setdefault(h, []).append(f"worker {r}")
+        if self.reduction is None:
+            for r, h in enumerate(lay.worker_hosts):
+                roles.setdefault(h, []).append(f"worker {r}")
+        else:
+            roles[0] = [f"each of {self.reduction.copies} workers, mean"]
         for sv, h in enumerate(lay.server_hosts):
             roles.setdefault(h, []).append(f"server {sv}")
         out = []
@@ -445,6 +589,10 @@ class Simulation:
                 h = int(host_part[4:])
                 who = " + ".join(roles.get(h, [])) or lay.hosts[h].name
                 desc = f"host {h} ({who}) NIC {direction}"
+                if self.reduction is not None:  # name the real host, not the reduced index
+                    name = lay.hosts[h].name
+                    desc = f"host {name} ({who}) NIC {direction}"
+                    stat = replace(stat, name=f"{name}.{direction}")
             else:
                 desc = f"network {stat.name}"
             out.append(Utilization(stat.name, "nic", min(frac, 1.0), desc))
@@ -455,7 +603,7 @@ class Simulation:
                         f"server{sv}.cpu",
                         "server",
                         q.busy_within(t0, t1) / window,
-                        f"server {sv} handler thread (host {lay.server_hosts[sv]})",
+                        f"server {sv} handler thread (host {self.full_layout.server_hosts[sv]})",
                     )
                 )
         for rank, c in enumerate(self.copies):
@@ -506,6 +654,6 @@ def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
     )
 
 
-def simulate(scenario: Scenario, costs: CostModel | None = None) -> Result:
-    """Predict ``scenario``'s throughput, efficiency and bottleneck."""
-    return Simulation(scenario, costs).run()
+def simulate(scenario: Scenario, costs: CostModel | None = None, path: str = "auto") -> Result:
+    """Predict ``scenario``'s throughput, efficiency and bottleneck (``path``: see Simulation)."""
+    return Simulation(scenario, costs, path=path).run()

@@ -14,7 +14,7 @@ import simpy
 
 from simscale.network.fairshare import max_min_fair
 from simscale.network.fifo import FifoNetwork
-from simscale.network.flows import FairShareNetwork
+from simscale.network.flows import FairShareNetwork, Routes
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Nic, Topology, gbit_per_s
 
@@ -25,6 +25,7 @@ __all__ = [
     "LinkStat",
     "Network",
     "Nic",
+    "Routes",
     "Topology",
     "gbit_per_s",
     "make_network",
@@ -73,6 +74,7 @@ def make_network(
     stream_max_Bps: float | None = None,
     share_sigma: float = 0.0,
     seed: int = 0,
+    routes: Routes | None = None,
 ) -> Network:
     """Build the network model named ``kind`` on ``topology``.
 
@@ -81,13 +83,27 @@ def make_network(
     ``stream_max_Bps`` caps a single transfer's rate (one TCP stream often cannot fill a fast
     NIC, BytePS OSDI'20 §4); None means no cap. ``share_sigma`` spreads the shares of
     concurrent TCP flows (log-normal weights per host pair and busy period, drawn from ``seed``;
-    0: equal max-min shares). Same-host copies use none of these.
+    0: equal max-min shares). Same-host copies use none of these. ``routes`` gives each host
+    pair's flows their links and per-link multiplicities (a symmetry-reduced cluster,
+    simscale.symmetry); only the fair-share model takes it.
     """
     try:
         cls = NETWORK_KINDS[kind]
     except KeyError:
         choices = ", ".join(sorted(NETWORK_KINDS))
         raise ValueError(f"unknown network kind {kind!r}; choose one of: {choices}") from None
+    if routes is not None:
+        if cls is not FairShareNetwork:
+            raise ValueError(f"network kind {kind!r} cannot carry weighted routes")
+        return FairShareNetwork(
+            env,
+            topology,
+            bandwidth_factor=bandwidth_factor,
+            latency_factor=latency_factor,
+            stream_max_Bps=stream_max_Bps,
+            seed=seed,
+            routes=routes,
+        )
     return cls(
         env,
         topology,

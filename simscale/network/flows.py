@@ -45,13 +45,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import Protocol
 
 import numpy as np
 import simpy
 from simpy.events import Event
 
 from simscale.network.arrival import AFTER_NORMAL, Arrival, Call
-from simscale.network.fairshare import solve_rounds
+from simscale.network.fairshare import solve_grouped, solve_rounds
 from simscale.network.refill import RefillSolver
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
@@ -67,6 +68,27 @@ FINISH_TOLERANCE_S = 1e-9
 # classes) and 125 s at 64 hosts (up to 4032), against 19.9 s and 146 s with the vectorised
 # solver from 512 classes up. Above 4096 classes (128 hosts and more) it is not measured.
 REFILL_MAX_CLASSES = 4096
+
+
+class Routes(Protocol):
+    """Where a host pair's flows go and how many physical flows each one stands for per link
+    (simscale.network.fairshare.solve_grouped explains the groups)."""
+
+    @property
+    def width(self) -> int:
+        """The most links any route lists."""
+        ...
+
+    @property
+    def group_links(self) -> np.ndarray:
+        """(groups, links + 1) bool: the links each group's flows all load once more."""
+        ...
+
+    def route(self, src: int, dst: int) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+        """The links a ``src`` -> ``dst`` flow loads, its multiplicity on each (negative:
+        cancels the group's load there), and its group (-1: none)."""
+        ...
+
 
 # A message waiting on a connection: its size, the event of its arrival, its ``on_sent``.
 _Message = tuple[float, Arrival, Callable[[], None] | None]
@@ -99,9 +121,15 @@ class FairShareNetwork:
         stream_max_Bps: float | None = None,
         share_sigma: float = 0.0,
         seed: int = 0,
+        routes: Routes | None = None,
     ) -> None:
         check_factors(bandwidth_factor, latency_factor, stream_max_Bps)
         check_share_sigma(share_sigma)
+        if routes is not None and share_sigma > 0:
+            raise ValueError("weighted routes (symmetry classes) need equal shares: share_sigma 0")
+        # How a host pair's flows load the links: None is the physical path, each flow once;
+        # a symmetry-reduced cluster (simscale.symmetry) gives each link its own multiplicity.
+        self._routes = routes
         self.env = env
         self.topology = topology
         self._latency_factor = latency_factor
@@ -112,7 +140,8 @@ class FairShareNetwork:
         self._cap = cap
         self._cap_ext = np.append(np.array(cap), np.inf)  # sentinel slot for solve_rounds
         self._core = topology.core_link
-        self._width = 3 if self._core is not None else 2  # links per inter-host path
+        # Links per inter-host path (shorter paths are padded with the sentinel link n_links).
+        self._width = routes.width if routes is not None else 3 if self._core is not None else 2
         # Flows between the same two hosts always get the same rate, so the solver works on
         # path classes (one per host pair), each loading its links once per live flow: a worker
         # pushing 20 keys to one server is one entry of weight 20, not 20 entries.
@@ -120,6 +149,17 @@ class FairShareNetwork:
         self._class_paths: list[tuple[int, ...]] = []
         self._class_count: list[int] = []
         self._class_links = np.zeros((16, self._width), dtype=np.int_)
+        self._class_link_weight = np.ones((16, self._width))  # flows per live flow, per link
+        self._class_weights: list[tuple[float, ...]] = []
+        self._class_group = np.full(16, -1, dtype=np.int_)
+        n_groups = 0 if routes is None else routes.group_links.shape[0]
+        self._group_mask = (
+            np.zeros((0, n_links)) if routes is None else routes.group_links[:, :n_links] * 1.0
+        )
+        self._group_bytes = np.zeros(n_groups)  # bytes completed by each group's flows
+        self._group_mask_ext = (
+            np.zeros((0, n_links + 1)) if routes is None else routes.group_links * 1.0
+        )
         self._class_rate = np.zeros(16)
         self._live_classes: dict[int, None] = {}  # insertion-ordered set
         # Classes whose flow count changed since the last re-solve: what it must not replay.
@@ -368,8 +408,12 @@ class FairShareNetwork:
         """Flow ``i`` goes on with its connection's next message; its rate stays as it is."""
         nbytes, arrival, on_sent = message
         size = float(self._size[i])
-        for link in self._class_paths[int(self._flow_class[i])]:
-            self._done_bytes[link] += size
+        cls = int(self._flow_class[i])
+        for link, w in zip(self._class_paths[cls], self._class_weights[cls], strict=True):
+            self._done_bytes[link] += size * w
+        group = self._class_group[cls]
+        if group >= 0:
+            self._group_bytes[group] += size
         self._size[i] = nbytes
         self._remaining[i] = nbytes  # the old message's rounding residue is dropped, as before
         self._events[i] = arrival
@@ -390,11 +434,14 @@ class FairShareNetwork:
                 del self._live_classes[cls]
                 for link in path:
                     del self._members[link][cls]
-            for link in path:
+            for link, w in zip(path, self._class_weights[cls], strict=True):
                 n_on_link[link] -= 1
-                self._done_bytes[link] += size
+                self._done_bytes[link] += size * w
                 if not n_on_link[link]:
                     self._busy_acc_s[link] += now - self._busy_since_s[link]
+            group = self._class_group[cls]
+            if group >= 0:
+                self._group_bytes[group] += size
             last = self._n - 1
             if i != last:
                 self._remaining[i] = self._remaining[last]
@@ -409,19 +456,31 @@ class FairShareNetwork:
             self._n = last
 
     def _new_class(self, src: int, dst: int) -> int:
-        if self._core is None:
-            path: tuple[int, ...] = (2 * src, 2 * dst + 1)
+        weights: tuple[float, ...]
+        group = -1
+        if self._routes is not None:
+            path, weights, group = self._routes.route(src, dst)
         else:
-            path = (2 * src, self._core, 2 * dst + 1)
+            if self._core is None:
+                path = (2 * src, 2 * dst + 1)
+            else:
+                path = (2 * src, self._core, 2 * dst + 1)
+            weights = (1.0,) * len(path)
         cls = len(self._class_paths)
         self._class_of[(src, dst)] = cls
         self._class_paths.append(path)
+        self._class_weights.append(weights)
         self._class_count.append(0)
         if cls >= self._class_links.shape[0]:
             size = 2 * cls
             self._class_links = np.resize(self._class_links, (size, self._width))
+            self._class_link_weight = np.resize(self._class_link_weight, (size, self._width))
+            self._class_group = np.resize(self._class_group, size)
             self._class_rate = np.resize(self._class_rate, size)
-        self._class_links[cls] = path
+        pad = self._width - len(path)
+        self._class_links[cls] = path + (self._n_links,) * pad
+        self._class_link_weight[cls] = weights + (0.0,) * pad
+        self._class_group[cls] = group
         if cls >= self._class_weight.shape[0]:
             self._class_weight = np.resize(self._class_weight, 2 * cls)
         self._class_weight[cls] = 1.0
@@ -488,7 +547,24 @@ class FairShareNetwork:
         for cls in self._dirty:
             changed.update(self._class_paths[cls])
         self._dirty.clear()
-        if self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
+        if self._routes is not None:
+            # Per-link multiplicities: the vectorised solver, from scratch (the incremental one
+            # knows one count per class only).
+            idx = np.fromiter(live, dtype=np.int_, count=len(live))
+            counts = np.fromiter(
+                map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
+            )
+            weight = self._class_link_weight[idx] * counts[:, None]
+            self._class_rate[idx] = solve_grouped(
+                self._cap_ext,
+                self._class_links[idx],
+                weight,
+                self._class_group[idx],
+                counts,
+                self._group_mask_ext,
+                self._stream_max_Bps,
+            )
+        elif self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
             # Only classes whose rate the solver recomputed are returned; the others keep theirs.
             rates = self._refill.solve(
                 self._members,
@@ -532,10 +608,15 @@ class FairShareNetwork:
         class_sent = np.bincount(self._flow_class[:n], weights=sent, minlength=n_classes)
         in_flight = np.bincount(
             self._class_links[:n_classes].ravel(),
-            weights=np.repeat(class_sent, self._width),
-            minlength=self._n_links,
-        )
-        carried = np.array(self._done_bytes) + in_flight
+            weights=(class_sent[:, None] * self._class_link_weight[:n_classes]).ravel(),
+            minlength=self._n_links + 1,
+        )[: self._n_links]
+        group_sent = self._group_bytes.copy()
+        if group_sent.size:
+            groups = self._class_group[:n_classes]
+            for g in range(group_sent.size):
+                group_sent[g] += class_sent[groups == g].sum()
+        carried = np.array(self._done_bytes) + in_flight + group_sent @ self._group_mask
         busy = np.array(self._busy_acc_s)
         for link, k in enumerate(self._n_on_link):
             if k:

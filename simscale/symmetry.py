@@ -1,0 +1,230 @@
+"""Symmetry classes: identical workers simulated once, with a multiplicity.
+
+In a homogeneous synchronous parameter-server job every worker runs the same program on the same
+hardware against the same servers, so W workers are W copies of one: the exact model spends W
+times the events on them, and a network solve sees W x S worker-server pairs. The fast path
+simulates ONE representative worker standing for all W, and every server individually (small keys
+map unevenly to servers, ``key * 9973 % S``, so servers are not alike):
+
+- **Servers.** A push or pull of the representative stands for W of them: the server's handler
+  thread spends W times the request and merge cost before the round's update, and W times each
+  ack's and reply's cost, the representative's own turn coming in the middle of them (identical
+  workers are served in no fixed order). A sync round completes on its push.
+- **Network.** The representative's connection to server s stands for one flow from every worker
+  host not running s. It loads server s's host NIC once per such worker (``m_s``) and, where
+  worker hosts run no server, the representative's own host NIC once. Every worker host that
+  runs a server is kept as a host of its own, and its worker pushes (and pulls) the same as the
+  representative: each push flow therefore also loads the egress of EVERY co-located host, less
+  the one whose own server it goes to (that push is a local copy). Listing those links per flow
+  would cost O(S) per flow; ``solve_grouped`` carries them as a group instead, so a max-min solve
+  stays O(S) per round. Each copy then gets the rate the slowest of its hosts allows.
+
+What it assumes, hence when it does not run (``reason_for_exact`` says why, and the Result says
+which path ran): workers must be interchangeable (one hardware, no compute jitter, no CPU cores
+shared between processes), the job synchronous (async workers are deliberately out of phase),
+links shared equally (``tcp_share_sigma`` 0: unequal TCP shares are per host pair), a
+parameter-server mode with the fair-share network on a non-blocking fabric, and no trace (it
+shows one worker's timeline per host), and a NIC load it can follow (``MAX_COMMUNICATION_LOAD``).
+Everything else runs the exact model. The equivalence test (tests/test_symmetry.py) holds the
+two to each other on a generated family of shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from simscale.cluster import Host, Layout
+from simscale.compute import layer_times
+from simscale.costs import CostModel
+from simscale.hardware import GPUS
+from simscale.scenario import Scenario
+from simscale.sharding import assign_key
+from simscale.zoo import BYTES_PER_ELEMENT
+
+# 2-bit compression sends 16 gradient values per 32-bit word (MXNet gradient_compression.cc).
+TWO_BIT_RATIO = 1 / 16
+
+SYNC_MODES = ("dist_sync", "dist_sync_device")
+
+
+def reason_for_exact(
+    scenario: Scenario,
+    layout: Layout,
+    costs: CostModel,
+    *,
+    trace: bool = False,
+    check_load: bool = True,
+) -> str | None:
+    """Why this scenario needs the exact model; None when the symmetric fast path applies.
+    ``check_load`` False asks only whether the reduction can be built (workers alike), not
+    whether it is accurate enough here."""
+    s = scenario
+    if s.kvstore.mode not in SYNC_MODES:
+        return f"mode {s.kvstore.mode} (only synchronous parameter-server jobs are reduced)"
+    if layout.num_workers < 2:
+        return "a single worker"
+    if s.simulation.network_model != "fairshare":
+        return f"network model {s.simulation.network_model}"
+    if s.simulation.compute_jitter > 0:
+        return "compute jitter (stragglers differ per worker)"
+    if costs.tcp_share_sigma > 0:
+        return "unequal TCP shares (tcp_share_sigma > 0 differ per host pair)"
+    if s.cluster.shared_cpu_cores is not None:
+        return "CPU cores shared between processes"
+    if s.cluster.core_oversubscription > 1.0:
+        return "an oversubscribed core"
+    if trace:
+        return "a trace was asked for (it shows every worker)"
+    first = layout.hosts[layout.worker_hosts[0]]
+    if any(_hardware(layout.hosts[h]) != _hardware(first) for h in layout.worker_hosts):
+        return "worker hosts differ"
+    if not check_load:
+        return None
+    load = nic_load(scenario, layout, costs)
+    if load > MAX_COMMUNICATION_LOAD:
+        return (
+            f"communication-bound: the busiest NIC needs {load:.2f}x the compute time per "
+            f"iteration (the symmetric path is held to <= {MAX_COMMUNICATION_LOAD})"
+        )
+    return None
+
+
+# The symmetric path runs only where the busiest NIC direction needs at most this fraction of an
+# iteration's compute time. Above it the exact model's workers drift out of phase on the links
+# (local keys differ per co-located worker; a busy server's NIC serves them unevenly), and that
+# drift, which one representative cannot have, moves throughput by more than 1%. Measured against
+# the exact model (path="symmetric" forced): -5.2% at a NIC load of 0.78 and -15.7% at 1.37 (one
+# server for 4 and 8 p3.16xlarge workers, scenarios/server-ratio), -8.0% at 0.97 and -6.8% at 2.4
+# (scenarios/64gpu.yaml at 5 and 2 Gbit/s); within 0.1% at 0.49 and below on those files, and on
+# the generated family of tests/test_symmetry.py. A busy server thread is no reason to fall back:
+# with server_request_us raised until the threads were the bottleneck (loads up to 3), 8 and 16
+# hosts stayed within 0.6%.
+MAX_COMMUNICATION_LOAD = 0.5
+
+
+def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
+    """Seconds the busiest NIC direction works per iteration at full rate over the compute
+    seconds of one iteration (a bound in the spirit of BytePS §2: what must cross it, whatever
+    the overlap)."""
+    model = scenario.model.spec()
+    host = layout.hosts[layout.worker_hosts[0]]
+    gpu = GPUS[str(host.gpu)]
+    times = layer_times(
+        model, gpu.name, scenario.training.precision, scenario.training.batch_per_gpu, costs
+    )
+    compute_s = float(times.forward_s.sum() + times.backward_s.sum())
+    bpe = BYTES_PER_ELEMENT[scenario.training.precision]
+    compress = TWO_BIT_RATIO if scenario.kvstore.gradient_compression.type == "2bit" else 1.0
+    n_servers, w = layout.num_servers, layout.num_workers
+    held = [0.0] * n_servers  # bytes of weights each server holds
+    for key, a in enumerate(model.arrays):
+        for sl in assign_key(key, a.elements, n_servers, scenario.kvstore.bigarray_bound):
+            held[sl.server] += sl.elements * bpe
+    worker_set = set(layout.worker_hosts)
+    out = dict.fromkeys(range(len(layout.hosts)), 0.0)  # bytes leaving each host
+    into = dict.fromkeys(range(len(layout.hosts)), 0.0)
+    for sv, h in enumerate(layout.server_hosts):
+        remote = w - 1 if h in worker_set else w
+        out[h] += remote * held[sv]
+        into[h] += remote * held[sv] * compress
+        if h in worker_set:  # its own worker reaches this server by a local copy
+            out[h] -= held[sv] * compress
+            into[h] -= held[sv]
+    total = sum(held)
+    for wh in layout.worker_hosts:  # every worker pushes and pulls every server's share
+        out[wh] += total * compress
+        into[wh] += total
+    busiest_s = max(
+        max(out[h], into[h]) / (layout.hosts[h].nic_Bps * costs.bandwidth_factor) for h in out
+    )
+    return busiest_s / compute_s if compute_s > 0 else float("inf")
+
+
+def _hardware(h: Host) -> tuple[object, ...]:
+    return (h.gpus, h.gpu, h.nic_gbps, h.latency_us, h.cpu_cores)
+
+
+PUSHES, REPLIES = 0, 1  # the two groups of the representative's flows
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A layout with one representative worker (host 0) and every server host, and what the
+    representative's flows stand for on each link (the network's ``Routes``)."""
+
+    layout: Layout  # reduced: host 0 = the representative worker, then the server hosts
+    full: Layout  # the real cluster
+    copies: int  # W, the workers the representative stands for
+    remote_workers: tuple[int, ...]  # per reduced host: workers on other hosts (m)
+    colocated: tuple[bool, ...]  # per reduced host: a worker runs there too
+    pure_workers: int  # worker hosts that run no server (the representative host stands for them)
+
+    @property
+    def width(self) -> int:
+        return 3
+
+    @cached_property
+    def group_links(self) -> np.ndarray:
+        """Pushes load the egress of every co-located host (its worker pushes the same), replies
+        the ingress of every co-located host."""
+        n_links = 2 * len(self.layout.hosts)
+        mask = np.zeros((2, n_links + 1), dtype=bool)
+        for j, co in enumerate(self.colocated):
+            if co:
+                mask[PUSHES, 2 * j] = True
+                mask[REPLIES, 2 * j + 1] = True
+        return mask
+
+    def route(self, src: int, dst: int) -> tuple[tuple[int, ...], tuple[float, ...], int]:
+        """Links, multiplicities and group of the representative's flows to or from a server
+        host: a push loads server host ``dst``'s ingress once per worker on another host, the
+        egress of every worker host (the representative's own once per worker host without a
+        server, every co-located host through the group, less the host's own server, reached
+        by a local copy); a reply mirrors it."""
+        if src == 0:
+            j, own, group, far = dst, 2 * dst, PUSHES, 2 * dst + 1
+            near = 0  # the representative host's egress
+        elif dst == 0:
+            j, own, group, far = src, 2 * src + 1, REPLIES, 2 * src
+            near = 1
+        else:
+            raise ValueError(f"the reduced cluster has no traffic between hosts {src} and {dst}")
+        links: tuple[int, ...] = (far,)
+        weights: tuple[float, ...] = (float(self.remote_workers[j]),)
+        if self.pure_workers:
+            links, weights = (*links, near), (*weights, 1.0)
+        if self.colocated[j]:
+            links, weights = (*links, own), (*weights, -1.0)
+        return links, weights, group
+
+
+def reduce(layout: Layout) -> Reduction:
+    """The reduced layout of ``layout``: its first worker host stands for all of them, and each
+    distinct server host is kept (renumbered from 1, in order of first use)."""
+    real_hosts: list[int] = []
+    for h in layout.server_hosts:
+        if h not in real_hosts:
+            real_hosts.append(h)
+    worker_set = set(layout.worker_hosts)
+    w = layout.num_workers
+    first = layout.hosts[layout.worker_hosts[0]]
+    hosts = [
+        Host(0, "worker*", first.gpus, first.gpu, first.nic_gbps, first.latency_us, first.cpu_cores)
+    ]
+    remote = [0]
+    colocated = [False]
+    for i, h in enumerate(real_hosts, start=1):
+        real = layout.hosts[h]
+        hosts.append(
+            Host(i, real.name, real.gpus, real.gpu, real.nic_gbps, real.latency_us, real.cpu_cores)
+        )
+        on_worker_host = h in worker_set
+        remote.append(w - 1 if on_worker_host else w)
+        colocated.append(on_worker_host)
+    index = {h: i for i, h in enumerate(real_hosts, start=1)}
+    reduced = Layout(tuple(hosts), (0,), tuple(index[h] for h in layout.server_hosts))
+    pure = len(worker_set - set(real_hosts))
+    return Reduction(reduced, layout, w, tuple(remote), tuple(colocated), pure)

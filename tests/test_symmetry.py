@@ -1,0 +1,152 @@
+"""The symmetric fast path against the exact model (simscale.symmetry).
+
+A seeded generator draws a family of cluster shapes across every axis the scenario has (network
+model, sync/async/device modes, all-reduce, co-located and dedicated servers and their number,
+gradient compression, mixed host groups, stragglers, unequal TCP shares, link speed, model);
+for each, the default ("auto") prediction must equal the exact one within 1%, and the family
+must exercise the fast path often enough for that to mean something.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simscale import cluster, symmetry
+from simscale.costs import CostModel
+from simscale.network.fairshare import solve_grouped, solve_rounds
+from simscale.scenario import scenario_from_dict
+from simscale.simulator import Simulation, simulate
+
+FAMILY_SEED = 20261122
+FAMILY_SIZE = 40
+TOLERANCE = 0.01
+
+
+def _shape(rng: random.Random, i: int) -> dict[str, Any]:
+    """One generated scenario (plain data, as a YAML file would hold it)."""
+    hosts = rng.choice([2, 3, 4, 6, 8])
+    gpus = rng.choice([1, 2, 4, 8])
+    nic = rng.choice([10, 25, 25, 50, 100])
+    model = rng.choice(["resnet18", "resnet50", "resnet50", "resnet34"])
+    group = {"count": hosts, "gpus_per_host": gpus, "gpu": "V100", "nic_gbps": nic}
+    groups = [group]
+    if rng.random() < 0.15:  # a second, different host group
+        groups.append({"count": 1, "gpus_per_host": gpus, "gpu": "V100", "nic_gbps": nic / 2})
+    n_hosts = sum(g["count"] for g in groups)
+    mode = rng.choice(["dist_sync"] * 5 + ["dist_sync_device"] * 2 + ["dist_async", "allreduce"])
+    data: dict[str, Any] = {
+        "name": f"family-{i}",
+        "cluster": {"hosts": groups},
+        "model": model,
+        "training": {"batch_per_gpu": rng.choice([32, 64, 128]), "precision": "fp32"},
+        "kvstore": {"mode": mode},
+        "simulation": {
+            "warmup_iterations": 1,
+            "measured_iterations": 6,
+            "network_model": "fifo" if rng.random() < 0.1 else "fairshare",
+            "compute_jitter": 0.05 if rng.random() < 0.1 else 0.0,
+        },
+    }
+    if mode != "allreduce":
+        if rng.random() < 0.35:
+            n_srv_hosts = rng.choice([1, 2, max(1, n_hosts // 2), n_hosts])
+            data["cluster"]["server_hosts"] = {"count": n_srv_hosts, "nic_gbps": nic}
+            data["kvstore"]["placement"] = "dedicated"
+            data["kvstore"]["servers"] = n_srv_hosts * rng.choice([1, 1, 2])
+        else:
+            data["kvstore"]["placement"] = "colocated"
+            data["kvstore"]["servers"] = rng.choice([n_hosts, n_hosts, max(1, n_hosts // 2)])
+        if rng.random() < 0.2:
+            data["kvstore"]["gradient_compression"] = {"type": "2bit", "threshold": 0.5}
+        if rng.random() < 0.2:
+            data["kvstore"]["bigarray_bound"] = rng.choice([100_000, 10_000_000])
+    return data
+
+
+def _family() -> list[tuple[dict[str, Any], CostModel]]:
+    rng = random.Random(FAMILY_SEED)
+    out = []
+    for i in range(FAMILY_SIZE):
+        costs = CostModel(tcp_share_sigma=0.5) if rng.random() < 0.1 else CostModel()
+        out.append((_shape(rng, i), costs))
+    return out
+
+
+FAMILY = _family()
+
+
+@pytest.mark.parametrize(("data", "costs"), FAMILY, ids=[d["name"] for d, _ in FAMILY])
+def test_fast_path_equals_exact(data: dict[str, Any], costs: CostModel) -> None:
+    """Whichever path "auto" picks, its throughput is the exact model's within 1%."""
+    scenario = scenario_from_dict(data)
+    exact = simulate(scenario, costs, path="exact")
+    auto = simulate(scenario, costs)
+    assert exact.path == "exact"
+    rel = auto.throughput_samples_per_s / exact.throughput_samples_per_s - 1
+    assert abs(rel) <= TOLERANCE, (auto.path, auto.path_reason, rel)
+    assert len(auto.per_worker) == len(exact.per_worker)
+    assert auto.num_workers == exact.num_workers and auto.num_gpus == exact.num_gpus
+
+
+def test_family_exercises_both_paths() -> None:
+    """The generated family is not vacuous: the fast path runs on a good part of it, and every
+    kind of reason to fall back occurs."""
+    paths = []
+    for data, costs in FAMILY:
+        scenario = scenario_from_dict(data)
+        reason = symmetry.reason_for_exact(scenario, cluster.layout(scenario), costs)
+        paths.append(reason)
+    fast = sum(r is None for r in paths)
+    assert fast >= FAMILY_SIZE // 3, paths
+    reasons = " ".join(r for r in paths if r)
+    for why in ("mode dist_async", "mode allreduce", "communication-bound"):
+        assert why in reasons, reasons
+
+
+def test_symmetric_path_refused_with_reason() -> None:
+    """Asking for the reduction where workers differ is a one-line error naming why."""
+    data, _ = next((d, c) for d, c in FAMILY if d["kvstore"]["mode"] == "dist_async")
+    with pytest.raises(ValueError, match="does not apply: mode dist_async"):
+        Simulation(scenario_from_dict(data), path="symmetric")
+
+
+def test_result_says_which_path_ran() -> None:
+    data = {
+        "name": "two",
+        "cluster": {"hosts": [{"count": 4, "instance": "p3.16xlarge"}]},
+        "model": "resnet50",
+        "training": {"batch_per_gpu": 128, "precision": "fp32"},
+        "kvstore": {"mode": "dist_sync", "servers": 4},
+    }
+    fast = simulate(scenario_from_dict(data))
+    assert fast.path == "symmetric" and "4 identical workers" in fast.path_reason
+    assert fast.to_dict()["path"] == "symmetric"
+    exact = simulate(scenario_from_dict(data), path="exact")
+    assert exact.path == "exact" and exact.path_reason == "asked for"
+
+
+def test_solve_grouped_matches_expanded_problem() -> None:
+    """A grouped flow equals the same flow listed on every link of its group: three hosts,
+    hand-built. Flow 0 (group 0, cancelled on link 0) loads links 2 and 4 once each and link 1
+    three times; flow 1 loads link 0 twice. The expanded problem, solved by solve_rounds with
+    per-link weights, must give the same rates."""
+    cap = np.array([10.0, 9.0, 6.0, 8.0, 7.0, np.inf])
+    links = np.array([[1, 0], [0, 5]])
+    weight = np.array([[3.0, -1.0], [2.0, 0.0]])
+    group = np.array([0, -1])
+    group_links = np.zeros((1, 6), dtype=bool)
+    group_links[0, [0, 2, 4]] = True
+    grouped = solve_grouped(cap, links, weight, group, np.array([1.0, 1.0]), group_links)
+    expanded = solve_rounds(
+        cap,
+        np.array([[1, 2, 4], [0, 5, 5]]),
+        np.full(2, np.inf),
+        np.array([[3.0, 1.0, 1.0], [2.0, 0.0, 0.0]]),
+    )
+    # By hand: flow 0 is held by link 1 (9 / 3 = 3) first; flow 1 then fills link 0 alone: 5.
+    np.testing.assert_allclose(grouped, [3.0, 5.0])
+    np.testing.assert_allclose(grouped, expanded)
