@@ -42,6 +42,8 @@ class AllReduce:
         cycle_s: float,
         message_overhead_s: float,
         step_latency_s: float,
+        connection_Bps: float = 0.0,
+        tensor_overhead_s: float = 0.0,
     ) -> None:
         self.env = env
         self.net = net
@@ -54,6 +56,10 @@ class AllReduce:
         self.cycle_s = cycle_s
         self.msg_s = message_overhead_s
         self.step_latency_s = step_latency_s  # one ring hop's latency between hosts
+        # Real-cluster costs (simscale.costs): one TCP connection's throughput to the ring's
+        # next host (0: only the NIC share limits it), and the coordinator's per-tensor cost.
+        self.connection_Bps = connection_Bps
+        self.tensor_overhead_s = tensor_overhead_s
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
         self.wakeup: simpy.Event = env.event()
@@ -88,6 +94,8 @@ class AllReduce:
                     entry = self.queue.pop(0)
                     batch.append(entry)
                     total += entry.nbytes
+                if self.tensor_overhead_s > 0:
+                    yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 yield from self._allreduce(total)
                 for entry in batch:
                     last = max(t for t, _ in entry.done)
@@ -127,6 +135,9 @@ class AllReduce:
         ]
         if intra_step_s > 0:
             sends.append(self.env.timeout(steps * intra_step_s))
+        if self.connection_Bps > 0 and w > 1:
+            # Each host's steps leave over one connection, which cannot go faster than this.
+            sends.append(self.env.timeout(steps * chunk_bytes / self.connection_Bps))
         yield self.env.all_of(sends)
         # Each step but the last also waits one latency for its chunk, and pays a send cost.
         alpha_s = self.step_latency_s + self.msg_s

@@ -53,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         type=Path,
         metavar="PROFILE.yaml",
-        help="apply a calibration profile (fitted cost parameters)",
+        help="apply a calibration profile (fitted cost parameters); default: "
+        "profiles/real-v1.yaml for real accelerators, plain defaults otherwise; 'none' for "
+        "the plain defaults",
     )
     p.add_argument(
         "--force-profile",
@@ -68,8 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print as JSON")
 
     p = sub.add_parser("calibrate", help="fit the simulator's cost parameters to measured runs")
-    p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
+    p.add_argument("runs", nargs="*", type=Path, help="run records (JSON files or folders)")
     p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="fit the real-hardware profile to the published measurements instead of runs",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the output profile if it exists"
+    )
     _add_fit_args(p)
 
     p = sub.add_parser(
@@ -84,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--published",
         action="store_true",
-        help="also compare with the published measurements in calibration/published",
+        help="leave-one-source-out validation on the published measurements in "
+        "calibration/published (with --fit none: the starting figures, no fit)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -133,17 +144,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from simscale.profile import load_profile
+    from simscale.costs import CostModel
+    from simscale.profile import default_costs, load_profile
     from simscale.scenario import load_scenario
     from simscale.simulator import Simulation
     from simscale.trace import write_trace
 
     scenario = load_scenario(args.scenario, args.overrides)
-    costs = None
-    if args.profile is not None:
+    if args.profile is None:
+        costs, where = default_costs(scenario)
+    elif str(args.profile).lower() == "none":
+        costs, where = CostModel(), "default costs (--profile none)"
+    else:
         profile = load_profile(args.profile)
         costs = profile.costs_for(scenario, force=args.force_profile)
+        where = f"profile {args.profile}"
         if not (args.force_profile or profile.applies_to(scenario)):
+            where = default_costs(scenario)[1]
             print(
                 f"note: profile {args.profile} applies to {profile.describe_scope()}; this "
                 "scenario is outside it, so the default costs are used (--force-profile to "
@@ -164,6 +181,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from simscale.results import format_table
 
         print(format_table(result))
+        print(f"costs: {where}")
         if args.trace is not None:
             print(
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "
@@ -250,15 +268,41 @@ def _progress(what: str) -> Callable[[int, float], None]:
     return report
 
 
+def _stage_progress(stage: str, n: int) -> None:
+    print(f"\rfitting {stage}: evaluation {n}   ", end="", file=sys.stderr, flush=True)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from calibration.calibrate import calibrate
+    from calibration.calibrate import calibrate, calibrate_published
+    from calibration.errors import CalibrationError
+    from simscale.profile import save_profile
+
+    if args.output.exists() and not args.overwrite:
+        raise CalibrationError(f"{args.output}: exists; pass --overwrite to replace it")
+    if args.published:
+        if args.runs:
+            raise CalibrationError("give run records or --published, not both")
+        names = None if args.fit is None else _fit_names(args.fit)
+        profile, fitted = calibrate_published(names, progress=_stage_progress)
+        print(file=sys.stderr)
+        save_profile(profile, args.output)
+        print(
+            f"fitted {len(fitted.fitted_points)} published points"
+            + (f" ({len(fitted.left_out)} costly ones predicted only)" if fitted.left_out else "")
+        )
+        for name, value in fitted.values.items():
+            sigma = fitted.sigma_rel.get(name, float("nan"))
+            print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
+        print(f"training error: mean {profile.fit.train_mape:.1%} (in-sample)")
+        print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
+        return 0
+    if not args.runs:
+        raise CalibrationError("give run records to fit, or --published")
 
     profile, runset, result = calibrate(
         args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
     )
     print(file=sys.stderr)
-    from simscale.profile import save_profile
-
     save_profile(profile, args.output)
     print(
         f"fitted {len(result.shapes)} configurations ({len(runset.runs)} runs"
@@ -278,7 +322,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from calibration.errors import CalibrationError
-    from calibration.published import compare, load_published
+    from calibration.published import load_published
 
     out: dict[str, object] = {}
     if args.runs:
@@ -304,15 +348,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
     elif not args.published:
         raise CalibrationError("give run records to cross-validate, or --published")
     if args.published:
-        rows = compare(load_published())
-        out["published"] = rows
-        if not args.json:
-            print("\nagainst published measurements (held out, default costs):")
-            for r in rows:
+        from calibration import published_fit as pf
+        from simscale.costs import real_hardware_costs
+
+        points = load_published()
+        if args.fit is not None and args.fit.strip().lower() == "none":
+            judged = pf.judge(points, real_hardware_costs())
+            method = "no fit: the mechanisms' published starting figures"
+        else:
+            names = pf.COMM_FIT if args.fit is None else _fit_names(args.fit)
+
+            def held_out(campaign: str) -> None:
                 print(
-                    f"  {r['name']:<16} {r['metric']:<26} published {r['published']:>8.3g} "
-                    f"predicted {r['predicted']:>8.3g}  ({r['error']:+.1%})  [{r['source']}]"
+                    f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True
                 )
+
+            judged, _fits = pf.leave_one_source_out(points, names, progress=held_out)
+            print(file=sys.stderr)
+            method = "leave-one-source-out (each campaign predicted by a fit on the others)"
+        published = pf.report_dict(judged, method)
+        out["published"] = published["published"]
+        out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
+        if not args.json:
+            print(pf.format_report(judged, method))
     if args.json:
         print(json.dumps(out, indent=2))
     return 0

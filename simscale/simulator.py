@@ -120,6 +120,8 @@ class Simulation:
                 ar.cycle_ms * 1e-3,
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
+                connection_Bps=costs.connection_gbps * 1e9 / 8,
+                tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
             )
 
         self.workers: list[Worker] = []
