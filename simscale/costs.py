@@ -86,6 +86,9 @@ class CostModel:
     # Horovod's per-tensor cost on the coordinator each cycle (readiness negotiation, copying
     # the tensor into and out of the fusion buffer), in microseconds. simscale.allreduce.
     allreduce_tensor_us: float = field(default=0.0, metadata=non_negative("us"))
+    # CPU threads a dist_sync worker sums a big array's GPU copies with (arrays of at least
+    # kvstore.bigarray_bound elements; smaller ones take one thread). simscale.worker.
+    worker_reduction_threads: int = field(default=1, metadata=at_least(1))
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -117,10 +120,14 @@ class CostModel:
 #     single TCP connection usually cannot run up to 25Gbps"; two connections suffice for
 #     25 Gbit/s, 40/50 Gbit/s needs three: one connection carries about 50/3 = 16.7 Gbit/s.
 #   allreduce_tensor_us 0: no public per-tensor figure; the fit decides.
+#   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
+#     used for summing up big arrays on a single machine", default 4, used for arrays above
+#     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
 REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
     "allreduce_tensor_us": 0.0,
+    "worker_reduction_threads": 4,
 }
 
 

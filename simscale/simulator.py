@@ -148,6 +148,8 @@ class Simulation:
                 peer_link_Bps=gpu.peer_link_gbytes_per_s * 1e9,
                 merge_s_per_byte=costs.server_merge_ns_per_byte * 1e-9,
                 cores=self.cores,
+                big_bytes=s.kvstore.bigarray_bound * bpe,
+                reduction_threads=costs.worker_reduction_threads,
             )
             worker = Worker(
                 env,

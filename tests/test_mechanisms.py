@@ -97,3 +97,30 @@ def test_tensor_overhead_is_paid_per_fused_tensor() -> None:
     assert base == pytest.approx(40_000 / 12.5e9, rel=1e-6)
     paid = simulate(s, free.with_values(allreduce_tensor_us=200.0)).iteration_time_s
     assert paid - base == pytest.approx(10 * 200e-6, rel=1e-6)
+
+
+def test_worker_sums_big_arrays_with_several_threads() -> None:
+    """dist_sync on a host of 8 GPUs: a key is copied 8 times over a 16 GB/s link and 7 copies
+    are summed at 1 ns/byte. A 4 MB key (at least the big-array bound of 1 MB) with 4 threads:
+    8 * 4e6 / 16e9 = 2 ms of copies plus 7 * 4e6 * 1e-9 / 4 = 7 ms of sums; a 0.4 MB key takes
+    one thread: 0.2 ms + 2.8 ms."""
+    import simpy
+
+    from simscale.worker import HostCopies
+
+    copies = HostCopies(
+        simpy.Environment(),
+        0,
+        8,
+        on_cpu=False,
+        device_mode=False,
+        host_link_Bps=16e9,
+        peer_link_Bps=100e9,
+        merge_s_per_byte=1e-9,
+        big_bytes=1e6,
+        reduction_threads=4,
+    )
+    assert copies.reduce_s(4e6) == pytest.approx(2e-3 + 7e-3)
+    assert copies.reduce_s(4e5) == pytest.approx(0.2e-3 + 2.8e-3)
+    assert real_hardware_costs().worker_reduction_threads == 4
+    assert CostModel().worker_reduction_threads == 1
