@@ -78,7 +78,7 @@ class SourceFile:
     source: SourceRef
     setup: str
     framework: str
-    system: Literal["ps", "allreduce"]
+    system: System  # the file's main system; "single" for compute-only sources
     metric: Metric
     read_from: ReadFrom
     base: dict[str, Any]

@@ -140,3 +140,30 @@ def test_ids_are_unique_across_files_and_missing_files_are_errors(tmp_path: Path
     (tmp_path / "empty.yaml").write_text("")
     with pytest.raises(CalibrationError, match=r"empty\.yaml: file is empty"):
         load_published([tmp_path / "empty.yaml"])
+
+
+def test_the_dataset_covers_what_the_issue_asks() -> None:
+    """At least 60 points from 8 independent campaigns, PS and all-reduce, 1 to 512 GPUs, links
+    from 10 to 100 Gbit/s, three GPU generations, and single-GPU baselines for scaling points."""
+    points = load_published()
+    assert len(points) >= 60
+    assert len({p.campaign for p in points}) >= 8
+    systems = {p.system for p in points}
+    assert {"ps", "allreduce"} <= systems
+    assert any(p.sync for p in points if p.system == "ps")
+    assert min(p.gpus for p in points) == 1 and max(p.gpus for p in points) >= 512
+    multi_host = [p for p in points if p.scenario.num_workers > 1]
+    links = {p.link_gbps for p in multi_host}
+    assert min(links) <= 10 and max(links) >= 100
+    assert {"K80", "P100", "V100"} <= {p.gpu for p in points}
+    with_baseline = [p for p in points if p.baseline is not None]
+    assert len(with_baseline) >= 60
+    assert {"ps", "allreduce"} <= {p.system for p in with_baseline}
+
+
+def test_campaigns_hold_out_whole_clusters() -> None:
+    """Files of one campaign share a cluster or publication: DLPerf's six frameworks are one."""
+    campaigns: dict[str, set[str]] = {}
+    for p in load_published():
+        campaigns.setdefault(p.campaign, set()).add(p.source)
+    assert len(campaigns["dlperf"]) == 6
