@@ -98,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
         "calibration/published (with --fit none: the starting figures, no fit)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="with --published: write the held-out scatter and scaling figures "
+        "(e.g. docs/published.png gives docs/published-scatter.png and -scaling.png)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace existing figures given by --plot"
+    )
 
     p = sub.add_parser("plot", help="predicted-vs-measured scatter and scaling curves")
     p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
@@ -371,9 +381,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
         if not args.json:
             print(pf.format_report(judged, method))
+        if args.plot is not None:
+            for path in _published_figures(judged, method, args.plot, args.overwrite):
+                print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(out, indent=2))
     return 0
+
+
+def _published_figures(
+    judged: list, method: str, out: Path, overwrite: bool
+) -> list[Path]:
+    from calibration import published_plots
+    from calibration.errors import CalibrationError
+
+    stem, suffix = out.with_suffix(""), out.suffix or ".png"
+    paths = [Path(f"{stem}-scatter{suffix}"), Path(f"{stem}-scaling{suffix}")]
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not overwrite:
+        raise CalibrationError(f"{', '.join(existing)}: exists; pass --overwrite to replace")
+    return [
+        published_plots.scatter(judged, paths[0], method),
+        published_plots.scaling(judged, paths[1], method),
+    ]
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
