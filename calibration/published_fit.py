@@ -23,7 +23,10 @@ fit on every other campaign, predict every point of the held-out one.
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -240,21 +243,42 @@ def leave_one_source_out(
     comm_names: Sequence[str] = COMM_FIT,
     *,
     progress: Callable[[str], None] | None = None,
+    jobs: int | None = None,
 ) -> tuple[list[Judged], dict[str, PublishedFit]]:
-    """Fit on every campaign but one and judge the held-out one, for each campaign."""
+    """Fit on every campaign but one and judge the held-out one, for each campaign; the
+    campaigns run in ``jobs`` processes (default: one per core)."""
     names = campaigns(points)
     if len(names) < 2:
         raise CalibrationError(f"leave-one-source-out needs at least 2 campaigns, got {len(names)}")
     judged: list[Judged] = []
     fits: dict[str, PublishedFit] = {}
-    for held in names:
-        if progress is not None:
-            progress(held)
-        train = [p for p in points if p.campaign != held]
-        fitted = fit_published(train, comm_names)
-        fits[held] = fitted
-        judged += judge([p for p in points if p.campaign == held], fitted.costs)
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    if workers == 1:
+        for held in names:
+            fits[held], got = _fold(points, held, comm_names)
+            judged += got
+            if progress is not None:
+                progress(held)
+        return judged, fits
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_fold, points, held, comm_names): held for held in names}
+        for future in as_completed(futures):
+            held = futures[future]
+            fits[held], got = future.result()
+            judged += got
+            if progress is not None:
+                progress(held)
+    order = {n: i for i, n in enumerate(names)}
+    judged.sort(key=lambda j: order[j.point.campaign])
     return judged, fits
+
+
+def _fold(
+    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str]
+) -> tuple[PublishedFit, list[Judged]]:
+    """Fit on every campaign but ``held``; judge ``held``'s points with that fit."""
+    fitted = fit_published([p for p in points if p.campaign != held], comm_names)
+    return fitted, judge([p for p in points if p.campaign == held], fitted.costs)
 
 
 def group_errors(judged: Sequence[Judged]) -> dict[str, dict[str, tuple[float, float, int]]]:

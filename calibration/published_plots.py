@@ -115,10 +115,17 @@ def scaling(judged: Sequence[Judged], path: Path, title: str = "") -> Path:
             ax.set_yticks([])
             ax.set_xscale("log", base=2)
         mg = np.array([j.point.gpus for j in multi], dtype=float)
-        eff_ax.plot(mg, [j.published for j in multi], "o", mfc="none", color="tab:red",
-                    label="published efficiency")
-        eff_ax.plot(mg, [j.predicted for j in multi], "x", color="tab:red",
-                    label="predicted efficiency")
+        eff_ax.plot(
+            mg,
+            [j.published for j in multi],
+            "o",
+            mfc="none",
+            color="tab:red",
+            label="published efficiency",
+        )
+        eff_ax.plot(
+            mg, [j.predicted for j in multi], "x", color="tab:red", label="predicted efficiency"
+        )
         eff_ax.set_ylim(0, 1.15)
         eff_ax.set_ylabel("scaling efficiency", color="tab:red")
         ax.set_xlabel("GPUs")

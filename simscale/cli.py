@@ -373,7 +373,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True
                 )
 
-            judged, _fits = pf.leave_one_source_out(points, names, progress=held_out)
+            judged, _fits = pf.leave_one_source_out(
+                points, names, progress=held_out, jobs=args.jobs
+            )
             print(file=sys.stderr)
             method = "leave-one-source-out (each campaign predicted by a fit on the others)"
         published = pf.report_dict(judged, method)
@@ -389,9 +391,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _published_figures(
-    judged: list, method: str, out: Path, overwrite: bool
-) -> list[Path]:
+def _published_figures(judged: list, method: str, out: Path, overwrite: bool) -> list[Path]:
     from calibration import published_plots
     from calibration.errors import CalibrationError
 
