@@ -119,3 +119,18 @@ def test_the_default_compute_reproduces_its_own_dlperf_reference() -> None:
     one = next(p for p in points if p.name == "mxgcv-fp32-1gpu")
     (j,) = pf.judge([one], CostModel())
     assert j.error == pytest.approx(0.0, abs=0.01)
+
+
+def test_figures_of_held_out_predictions_are_written(tmp_path: Path) -> None:
+    from calibration import published_plots
+
+    points = load_published([_figures(tmp_path, "a", (2, 4))])
+    judged = pf.judge(points, TRUTH.with_values(connection_gbps=8.0))
+    fams = published_plots.families(judged)
+    assert list(fams) == ["a-file: one (allreduce)"]
+    assert [j.point.gpus for j in fams["a-file: one (allreduce)"]] == [1, 2, 4]
+    for path in (
+        published_plots.scatter(judged, tmp_path / "s.png"),
+        published_plots.scaling(judged, tmp_path / "c.png"),
+    ):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
