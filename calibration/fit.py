@@ -77,6 +77,7 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("winograd_3x3_speedup", 1.0, 6.0),
         Parameter("connection_gbps", 0.5, 400.0, start=50.0 / 3.0),
         Parameter("allreduce_tensor_us", 0.5, 20_000.0, start=50.0),
+        Parameter("layer_overhead_us", 0.5, 5_000.0, start=20.0),
     )
 }
 DEFAULT_FIT = (

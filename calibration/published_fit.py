@@ -120,7 +120,7 @@ def compute_parameters(points: Sequence[PublishedPoint]) -> list[str]:
     """The compute parameters the single-GPU points can pin down."""
     keys = sorted({f"{p.gpu}/{p.scenario.training.precision}" for p in points if p.gpus == 1})
     names = [f"compute_efficiency/{k}" for k in keys]
-    return names + (["winograd_3x3_speedup"] if names else [])
+    return names + (["winograd_3x3_speedup", "layer_overhead_us"] if names else [])
 
 
 def parameter(name: str) -> Parameter:

@@ -79,6 +79,10 @@ class CostModel:
     # Winograd's minimal filtering (Lavin & Gray 2016), so a network made of 3x3 convolutions
     # (VGG-16) reaches a far higher share of "peak" than one of 1x1 ones. simscale.compute.
     winograd_3x3_speedup: float = field(default=1.0, metadata=at_least(1.0))
+    # Fixed time every layer costs per forward pass on a GPU, whatever the batch, in
+    # microseconds (kernel launches, the framework's per-operator dispatch); backward pays it
+    # BACKWARD_TO_FORWARD times. It is why a GPU is slow at small batches. simscale.compute.
+    layer_overhead_us: float = field(default=0.0, metadata=non_negative("us"))
     # Throughput of one TCP connection in Gbit/s (0: no limit of its own, only its NIC share).
     # A ring all-reduce sends each step over one connection to its neighbour, so on fast
     # NICs the connection, not the NIC, sets its pace. simscale.allreduce.
@@ -119,7 +123,8 @@ class CostModel:
 #   connection_gbps 16.7: BytePS's best practice (bytedance/byteps docs/best-practice.md): "a
 #     single TCP connection usually cannot run up to 25Gbps"; two connections suffice for
 #     25 Gbit/s, 40/50 Gbit/s needs three: one connection carries about 50/3 = 16.7 Gbit/s.
-#   allreduce_tensor_us 0: no public per-tensor figure; the fit decides.
+#   allreduce_tensor_us 0, layer_overhead_us 0: no public figure to start from; the fit
+#     decides (from the published single-GPU throughputs at batch 1 to 512, for the latter).
 #   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
 #     used for summing up big arrays on a single machine", default 4, used for arrays above
 #     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
@@ -127,6 +132,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
     "allreduce_tensor_us": 0.0,
+    "layer_overhead_us": 0.0,
     "worker_reduction_threads": 4,
 }
 

@@ -27,6 +27,7 @@ TWO_LAYERS = ModelSpec(
 def test_mechanisms_default_to_no_effect() -> None:
     c = CostModel()
     assert (c.winograd_3x3_speedup, c.connection_gbps, c.allreduce_tensor_us) == (1.0, 0.0, 0.0)
+    assert c.layer_overhead_us == 0.0
     real = real_hardware_costs()
     assert real.winograd_3x3_speedup == REAL_HARDWARE_COSTS["winograd_3x3_speedup"] == 2.25
     assert real.connection_gbps == pytest.approx(50 / 3)
@@ -124,3 +125,20 @@ def test_worker_sums_big_arrays_with_several_threads() -> None:
     assert copies.reduce_s(4e5) == pytest.approx(0.2e-3 + 2.8e-3)
     assert real_hardware_costs().worker_reduction_threads == 4
     assert CostModel().worker_reduction_threads == 1
+
+
+def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
+    """100 us per layer and forward pass: at batch 4 the 1x1 layer takes 4e9 / 7.85e12 s +
+    100 us forward and twice that backward; a batch of 1 pays the same 100 us, so one GPU's
+    throughput per sample falls at small batches. CPU workers (the emulated world) never pay."""
+    costs = CostModel(compute_efficiency={"V100/fp32": 0.5}, layer_overhead_us=100.0)
+    rate = GPUS["V100"].peak_fp32_tflops * 1e12 * 0.5
+    t = layer_times(TWO_LAYERS, "V100", "fp32", 4, costs)
+    assert t.forward_s[1] == pytest.approx(4e9 / rate + 100e-6)
+    assert t.backward_s[1] == pytest.approx(2 * (4e9 / rate + 100e-6))
+    one = layer_times(TWO_LAYERS, "V100", "fp32", 1, costs)
+    assert one.forward_s[1] == pytest.approx(1e9 / rate + 100e-6)
+    cpu = layer_times(TWO_LAYERS, "cpu", "fp32", 4, costs)
+    assert cpu.forward_s[1] == pytest.approx(
+        layer_times(TWO_LAYERS, "cpu", "fp32", 4, CostModel()).forward_s[1]
+    )
