@@ -64,7 +64,10 @@ def calibrate_published(
     fitted = fit_published(
         points, COMM_FIT if comm_names is None else comm_names, progress=progress
     )
-    judged = judge(points, fitted.costs)
+    # In-sample error over the points the fit used (judging the costly ones too would take
+    # longer than the fit; `simscale validate --published` judges every point, held out).
+    used = set(fitted.fitted_points)
+    judged = judge([p for p in points if p.name in used], fitted.costs)
     files = sorted({p.path for p in points})
     profile = Profile(
         schema_version=PROFILE_SCHEMA_VERSION,

@@ -303,7 +303,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         for name, value in fitted.values.items():
             sigma = fitted.sigma_rel.get(name, float("nan"))
             print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
-        print(f"training error: mean {profile.fit.train_mape:.1%} (in-sample)")
+        print(f"training error: mean {profile.fit.train_mape:.1%} over the fitted points")
         print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
         return 0
     if not args.runs:
