@@ -362,6 +362,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from simscale.costs import real_hardware_costs
 
         points = load_published()
+        costly = [p for p in points if pf.fit_cost(p) > pf.JUDGE_COST_LIMIT]
+        points = [p for p in points if pf.fit_cost(p) <= pf.JUDGE_COST_LIMIT]
+        if costly:
+            print(
+                f"not simulated ({len(costly)}, over {pf.JUDGE_COST_LIMIT} host-keys, minutes "
+                f"each): {', '.join(p.name for p in costly)}",
+                file=sys.stderr,
+            )
         if args.fit is not None and args.fit.strip().lower() == "none":
             judged = pf.judge(points, real_hardware_costs())
             method = "no fit: the mechanisms' published starting figures"
@@ -379,6 +387,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
             method = "leave-one-source-out (each campaign predicted by a fit on the others)"
         published = pf.report_dict(judged, method)
+        published["not_simulated"] = [p.name for p in costly]
         out["published"] = published["published"]
         out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
         if not args.json:
