@@ -120,6 +120,11 @@ def fit_cost(p: PublishedPoint) -> int:
     return s.num_workers**2
 
 
+def too_costly_to_judge(p: PublishedPoint) -> bool:
+    """A parameter-server point over JUDGE_COST_LIMIT host-keys (rings are cheap at any size)."""
+    return p.scenario.kvstore.mode in DIST_MODES and fit_cost(p) > JUDGE_COST_LIMIT
+
+
 def compute_parameters(points: Sequence[PublishedPoint]) -> list[str]:
     """The compute parameters the single-GPU points can pin down."""
     keys = sorted({f"{p.gpu}/{p.scenario.training.precision}" for p in points if p.gpus == 1})

@@ -362,8 +362,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from simscale.costs import real_hardware_costs
 
         points = load_published()
-        costly = [p for p in points if pf.fit_cost(p) > pf.JUDGE_COST_LIMIT]
-        points = [p for p in points if pf.fit_cost(p) <= pf.JUDGE_COST_LIMIT]
+        costly = [p for p in points if pf.too_costly_to_judge(p)]
+        points = [p for p in points if not pf.too_costly_to_judge(p)]
         if costly:
             print(
                 f"not simulated ({len(costly)}, over {pf.JUDGE_COST_LIMIT} host-keys, minutes "
