@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from calibration.fit import PARAMETERS, FitResult, fit
+from calibration.published import load_published
+from calibration.published_fit import COMM_FIT, PublishedFit, fit_published, judge
 from calibration.runs import RunSet, load_runs
+from simscale.hardware import GPUS
 from simscale.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
 
@@ -50,3 +54,40 @@ def calibrate(
         f"{', '.join(str(p) for p in paths)}",
     )
     return profile, runset, result
+
+
+def calibrate_published(
+    comm_names: Sequence[str] | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> tuple[Profile, PublishedFit]:
+    """Fit the real-hardware profile on every published point (calibration/published): it
+    applies to real accelerators running real compute, the world the points come from."""
+    points = load_published()
+    fitted = fit_published(
+        points, COMM_FIT if comm_names is None else comm_names, progress=progress
+    )
+    # In-sample error over the points the fit used (judging the costly ones too would take
+    # longer than the fit; `simscale validate --published` judges every point, held out).
+    used = set(fitted.fitted_points)
+    judged = judge([p for p in points if p.name in used], fitted.costs)
+    files = sorted({p.path for p in points})
+    profile = Profile(
+        schema_version=PROFILE_SCHEMA_VERSION,
+        costs=fitted.costs,
+        scope=tuple(g for g in GPUS if g != "cpu"),
+        compute="real",
+        fit=FitInfo(
+            date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            records=tuple(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files),
+            parameters=tuple(fitted.values),
+            uncertainty={k: v for k, v in fitted.sigma_rel.items() if math.isfinite(v)},
+            train_mape=float(sum(j.ape for j in judged) / len(judged)),
+            method="two stages of scipy.optimize.least_squares (trf) on log(predicted/published): "
+            "compute on single-GPU throughput, then communication on scaling efficiency "
+            "(throughput where no baseline); calibration/published_fit.py",
+        ),
+        description=f"real-cluster profile fitted on {len(points)} published points of the "
+        f"campaigns {', '.join(sorted({p.campaign for p in points}))}; "
+        f"files: {', '.join(Path(f).name for f in files)}",
+    )
+    return profile, fitted

@@ -73,6 +73,11 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("overlap_loss", 0.0, 1.0),
         Parameter("tcp_share_sigma", 0.02, 2.0, start=0.3),
         Parameter("compute_efficiency/cpu/fp32", 0.005, 1.0),
+        # Real-cluster mechanisms (simscale.costs; fitted on published measurements).
+        Parameter("winograd_3x3_speedup", 1.0, 6.0),
+        Parameter("connection_gbps", 0.5, 400.0, start=50.0 / 3.0),
+        Parameter("allreduce_tensor_us", 0.5, 20_000.0, start=50.0),
+        Parameter("layer_overhead_us", 0.5, 5_000.0, start=20.0),
     )
 }
 DEFAULT_FIT = (

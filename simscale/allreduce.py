@@ -44,6 +44,8 @@ class AllReduce:
         message_overhead_s: float,
         step_latency_s: float,
         on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
+        connection_Bps: float = 0.0,
+        tensor_overhead_s: float = 0.0,
     ) -> None:
         self.env = env
         self.net = net
@@ -58,6 +60,10 @@ class AllReduce:
         self.step_latency_s = step_latency_s  # one ring hop's latency between hosts
         # Trace hook: ((iteration, key) pairs, bytes, start, end) of each fused collective.
         self.on_buffer = on_buffer
+        # Real-cluster costs (simscale.costs): one TCP connection's throughput to the ring's
+        # next host (0: only the NIC share limits it), and the coordinator's per-tensor cost.
+        self.connection_Bps = connection_Bps
+        self.tensor_overhead_s = tensor_overhead_s
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
         self.wakeup: simpy.Event = env.event()
@@ -92,6 +98,8 @@ class AllReduce:
                     entry = self.queue.pop(0)
                     batch.append(entry)
                     total += entry.nbytes
+                if self.tensor_overhead_s > 0:
+                    yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 started = self.env.now
                 yield from self._allreduce(total)
                 if self.on_buffer is not None:
@@ -135,6 +143,9 @@ class AllReduce:
         ]
         if intra_step_s > 0:
             sends.append(self.env.timeout(steps * intra_step_s))
+        if self.connection_Bps > 0 and w > 1:
+            # Each host's steps leave over one connection, which cannot go faster than this.
+            sends.append(self.env.timeout(steps * chunk_bytes / self.connection_Bps))
         yield self.env.all_of(sends)
         # Each step but the last also waits one latency for its chunk, and pays a send cost.
         alpha_s = self.step_latency_s + self.msg_s

@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         type=Path,
         metavar="PROFILE.yaml",
-        help="apply a calibration profile (fitted cost parameters)",
+        help="apply a calibration profile (fitted cost parameters); default: "
+        "profiles/real-v1.yaml for real accelerators, plain defaults otherwise; 'none' for "
+        "the plain defaults",
     )
     p.add_argument(
         "--max-seconds",
@@ -108,8 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print as JSON")
 
     p = sub.add_parser("calibrate", help="fit the simulator's cost parameters to measured runs")
-    p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
+    p.add_argument("runs", nargs="*", type=Path, help="run records (JSON files or folders)")
     p.add_argument("-o", "--output", type=Path, required=True, help="profile YAML to write")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="fit the real-hardware profile to the published measurements instead of runs",
+    )
     _add_fit_args(p)
     _add_force_arg(p)
 
@@ -125,9 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--published",
         action="store_true",
-        help="also compare with the published measurements in calibration/published",
+        help="leave-one-source-out validation on the published measurements in "
+        "calibration/published (with --fit none: the starting figures, no fit)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="with --published: write the held-out scatter and scaling figures "
+        "(e.g. docs/published.png gives docs/published-scatter.png and -scaling.png)",
+    )
+    _add_force_arg(p)
 
     p = sub.add_parser("plot", help="predicted-vs-measured scatter and scaling curves")
     p.add_argument("runs", nargs="+", type=Path, help="run records (JSON files or folders)")
@@ -191,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from simscale.profile import load_profile
+    from simscale.costs import CostModel
+    from simscale.profile import default_costs, load_profile
     from simscale.scenario import load_scenario
     from simscale.simulator import IncompleteRun, Simulation
     from simscale.trace import simulation_spans, write_trace
@@ -199,12 +216,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
     scenario = load_scenario(args.scenario, args.overrides)
     refuse_if_too_long(scenario, args.scenario)
-    costs = None
     profile = None
-    if args.profile is not None:
+    if args.profile is None:
+        costs, where = default_costs(scenario)
+    elif str(args.profile).lower() == "none":
+        costs, where = CostModel(), "default costs (--profile none)"
+    else:
         profile = load_profile(args.profile)
         costs = profile.costs_for(scenario, force=args.force_profile)
+        where = f"profile {args.profile}"
         if not (args.force_profile or profile.applies_to(scenario)):
+            where = default_costs(scenario)[1]
             print(
                 f"note: profile {args.profile} applies to {profile.describe_scope()}; this "
                 "scenario is outside it, so the default costs are used (--force-profile to "
@@ -259,6 +281,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"\ncost          {_cost_words(cost)}")
         if iv is not None:
             print(f"\ninterval      {iv.words}")
+        print(f"costs         {where}")
         if args.trace is not None:
             print(
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "
@@ -430,16 +453,40 @@ def _progress(what: str) -> Callable[[int, float], None]:
     return report
 
 
+def _stage_progress(stage: str, n: int) -> None:
+    print(f"\rfitting {stage}: evaluation {n}   ", end="", file=sys.stderr, flush=True)
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from calibration.calibrate import calibrate
+    from calibration.calibrate import calibrate, calibrate_published
+    from calibration.errors import CalibrationError
+    from simscale.profile import save_profile
 
     refuse_overwrite([args.output], args.force)
+    if args.published:
+        if args.runs:
+            raise CalibrationError("give run records or --published, not both")
+        names = None if args.fit is None else _fit_names(args.fit)
+        profile, fitted = calibrate_published(names, progress=_stage_progress)
+        print(file=sys.stderr)
+        save_profile(profile, args.output)
+        print(
+            f"fitted {len(fitted.fitted_points)} published points"
+            + (f" ({len(fitted.left_out)} costly ones predicted only)" if fitted.left_out else "")
+        )
+        for name, value in fitted.values.items():
+            sigma = fitted.sigma_rel.get(name, float("nan"))
+            print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
+        print(f"training error: mean {profile.fit.train_mape:.1%} over the fitted points")
+        print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
+        return 0
+    if not args.runs:
+        raise CalibrationError("give run records to fit, or --published")
+
     profile, runset, result = calibrate(
         args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
     )
     print(file=sys.stderr)
-    from simscale.profile import save_profile
-
     save_profile(profile, args.output)
     print(
         f"fitted {len(result.shapes)} configurations ({len(runset.runs)} runs"
@@ -459,7 +506,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from calibration.errors import CalibrationError
-    from calibration.published import compare, load_published
+    from calibration.published import load_published
 
     out: dict[str, object] = {}
     if args.runs:
@@ -485,18 +532,61 @@ def cmd_validate(args: argparse.Namespace) -> int:
     elif not args.published:
         raise CalibrationError("give run records to cross-validate, or --published")
     if args.published:
-        rows = compare(load_published())
-        out["published"] = rows
-        if not args.json:
-            print("\nagainst published measurements (held out, default costs):")
-            for r in rows:
+        from calibration import published_fit as pf
+        from simscale.costs import real_hardware_costs
+
+        points = load_published()
+        costly = [p for p in points if pf.too_costly_to_judge(p)]
+        points = [p for p in points if not pf.too_costly_to_judge(p)]
+        if costly:
+            print(
+                f"not simulated ({len(costly)}, over {pf.JUDGE_COST_LIMIT} host-keys, minutes "
+                f"each): {', '.join(p.name for p in costly)}",
+                file=sys.stderr,
+            )
+        if args.fit is not None and args.fit.strip().lower() == "none":
+            judged = pf.judge(points, real_hardware_costs())
+            method = "no fit: the mechanisms' published starting figures"
+        else:
+            names = pf.COMM_FIT if args.fit is None else _fit_names(args.fit)
+
+            def held_out(campaign: str) -> None:
                 print(
-                    f"  {r['name']:<16} {r['metric']:<26} published {r['published']:>8.3g} "
-                    f"predicted {r['predicted']:>8.3g}  ({r['error']:+.1%})  [{r['source']}]"
+                    f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True
                 )
+
+            judged, _fits = pf.leave_one_source_out(
+                points, names, progress=held_out, jobs=args.jobs
+            )
+            print(file=sys.stderr)
+            method = "leave-one-source-out (each campaign predicted by a fit on the others)"
+        published = pf.report_dict(judged, method)
+        published["not_simulated"] = [p.name for p in costly]
+        out["published"] = published["published"]
+        out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
+        if not args.json:
+            print(pf.format_report(judged, method))
+        if args.plot is not None:
+            for path in _published_figures(judged, method, args.plot, args.force):
+                print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(out, indent=2))
     return 0
+
+
+def _published_figures(judged: list, method: str, out: Path, overwrite: bool) -> list[Path]:
+    from calibration import published_plots
+    from calibration.errors import CalibrationError
+
+    stem, suffix = out.with_suffix(""), out.suffix or ".png"
+    paths = [Path(f"{stem}-scatter{suffix}"), Path(f"{stem}-scaling{suffix}")]
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not overwrite:
+        raise CalibrationError(f"{', '.join(existing)}: exists; pass --overwrite to replace")
+    return [
+        published_plots.scatter(judged, paths[0], method),
+        published_plots.scaling(judged, paths[1], method),
+    ]
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

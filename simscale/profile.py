@@ -5,6 +5,11 @@ silently change predictions for unrelated hardware: it applies to scenarios whos
 are all in its ``scope`` and, when it names one, whose ``realrun.compute`` is its ``compute``
 (a profile fitted on emulated V100s is not one for a real V100 cluster); others keep the
 defaults unless the user forces it.
+
+Real-hardware scenarios (every worker an accelerator, real compute) default to the real-cluster
+profile shipped in ``profiles/real-v1.yaml``, fitted on published measurements
+(calibration/published_fit.py); everything else (CPU workers, emulated compute) keeps the plain
+defaults of simscale.costs, which is the world the emulated-cluster profiles were fitted on.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 import yaml
 
 from simscale.config import ConfigError, from_mapping, read_yaml, to_mapping
-from simscale.costs import CostModel
+from simscale.costs import CostModel, real_hardware_costs
 from simscale.scenario import Scenario
 
 PROFILE_SCHEMA_VERSION = 1
@@ -74,7 +79,7 @@ class Profile:
 
     def costs_for(self, scenario: Scenario, force: bool = False) -> CostModel:
         """The fitted costs when the scenario is in scope (or forced), else the defaults."""
-        return self.costs if force or self.applies_to(scenario) else CostModel()
+        return self.costs if force or self.applies_to(scenario) else default_costs(scenario)[0]
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(to_mapping(self), sort_keys=False)
@@ -98,3 +103,36 @@ def save_profile(profile: Profile, path: str | Path) -> None:
 
 def profile_dict(profile: Profile) -> dict[str, Any]:
     return to_mapping(profile)
+
+
+# The real-cluster profile real-hardware scenarios use when no profile is given.
+REAL_PROFILE = Path(__file__).resolve().parent.parent / "profiles" / "real-v1.yaml"
+
+
+def is_real_hardware(scenario: Scenario) -> bool:
+    """Every worker is an accelerator (not a CPU stand-in) and realrun would compute for real."""
+    return scenario.realrun.compute == "real" and all(
+        g.resolved()[1] != "cpu" for g in scenario.cluster.hosts
+    )
+
+
+def default_profile(scenario: Scenario) -> Profile | None:
+    """The profile a scenario is predicted with when none is named: the real-hardware profile
+    for real accelerators it applies to, else None (the plain defaults)."""
+    if is_real_hardware(scenario) and REAL_PROFILE.is_file():
+        profile = load_profile(REAL_PROFILE)
+        if profile.applies_to(scenario):
+            return profile
+    return None
+
+
+def default_costs(scenario: Scenario) -> tuple[CostModel, str]:
+    """The costs a scenario gets with no profile named, and where they come from in words:
+    the real-cluster profile for real hardware (its published starting figures when the
+    profile file is absent, as in an installed copy without ``profiles/``), else the defaults."""
+    if not is_real_hardware(scenario):
+        return CostModel(), "default costs (no real-hardware mechanisms)"
+    profile = default_profile(scenario)
+    if profile is not None:
+        return profile.costs, f"real-hardware profile {REAL_PROFILE.name}"
+    return real_hardware_costs(), "real-hardware mechanisms at their published starting figures"

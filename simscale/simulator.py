@@ -194,6 +194,8 @@ class Simulation:
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
+                connection_Bps=costs.connection_gbps * 1e9 / 8,
+                tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
             )
 
         self.workers: list[Worker] = []
@@ -220,6 +222,8 @@ class Simulation:
                 peer_link_Bps=gpu.peer_link_gbytes_per_s * 1e9,
                 merge_s_per_byte=costs.server_merge_ns_per_byte * 1e-9,
                 cores=self.cores,
+                big_bytes=s.kvstore.bigarray_bound * bpe,
+                reduction_threads=costs.worker_reduction_threads,
             )
             worker = Worker(
                 env,

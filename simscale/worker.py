@@ -167,8 +167,14 @@ class HostCopies:
         peer_link_Bps: float,
         merge_s_per_byte: float,
         cores: CorePool | None = None,
+        big_bytes: float = float("inf"),
+        reduction_threads: int = 1,
     ) -> None:
         self.queue = SerialQueue(env, f"worker{rank}.copies", cores)
+        # MXNet sums a big array (at least ``big_bytes``) with several CPU threads
+        # (MXNET_KVSTORE_REDUCTION_NTHREADS); simscale.costs.worker_reduction_threads.
+        self.big_bytes = big_bytes
+        self.reduction_threads = reduction_threads
         self.gpus = gpus
         self.on_cpu = on_cpu
         self.device_mode = device_mode
@@ -183,9 +189,10 @@ class HostCopies:
             return (self.gpus - 1) * nbytes * self.merge_s_per_byte
         if self.device_mode:
             return (self.gpus - 1) * nbytes / self.peer_link_Bps + nbytes / self.host_link_Bps
+        threads = self.reduction_threads if nbytes >= self.big_bytes else 1
         return (
             self.gpus * nbytes / self.host_link_Bps
-            + (self.gpus - 1) * nbytes * self.merge_s_per_byte
+            + (self.gpus - 1) * nbytes * self.merge_s_per_byte / threads
         )
 
     def broadcast_s(self, nbytes: float) -> float:

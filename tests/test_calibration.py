@@ -10,6 +10,7 @@ import pytest
 
 from calibration.errors import CalibrationError
 from calibration.fit import fit
+from calibration.published import PUBLISHED_DIR
 from calibration.runs import as_realrun_ran, load_runs
 from calibration.validate import cross_validate
 from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize, write_record
@@ -270,20 +271,22 @@ def test_cli_reports_bad_calibration_input_in_one_line(
     assert main(["calibrate", str(tmp_path), "-o", "p.yaml", "--fit", "bandwidth"]) == 2
 
 
-def test_published_measurements_load_and_are_compared(
+def test_published_validation_without_a_fit_judges_every_point(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`validate --published` compares every point it loads (here two cheap files: the whole
-    dataset holds 128-host parameter-server points that take minutes to simulate)."""
+    """`validate --published --fit none` judges every point with the mechanisms' starting
+    figures (here on the two Horovod efficiency files, cheap to simulate)."""
     from calibration import published
 
-    files = [published.PUBLISHED_DIR / "horovod-512gpu.yaml"]
+    files = [PUBLISHED_DIR / "horovod-128gpu.yaml", PUBLISHED_DIR / "horovod-512gpu.yaml"]
     real_load = published.load_published
     monkeypatch.setattr(published, "load_published", lambda paths=None: real_load(files))
-    assert main(["validate", "--published", "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["published"]}
-    assert set(rows) == {"hvd512-inception_v3", "hvd512-resnet101", "hvd512-vgg16"}
-    assert all(r["metric"] == "scaling_efficiency" for r in rows.values())
+    assert main(["validate", "--published", "--fit", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in out["published"]}
+    assert {"hvd512-inception_v3", "hvd512-resnet101", "hvd512-vgg16"} <= set(rows)
+    assert all(r["compared"] == "efficiency" for r in rows.values())
+    assert out["published_summary"]["by_system"]["allreduce"]["points"] == 6
 
 
 def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:

@@ -61,8 +61,13 @@ def point_scenario(
     return s if s.name else _with_name(s, Path(source).stem)
 
 
-def costs_for(s: Scenario, profile: Profile | None, force: bool) -> CostModel | None:
-    return profile.costs_for(s, force=force) if profile is not None else None
+def costs_for(s: Scenario, profile: Profile | None, force: bool) -> CostModel:
+    """The named profile's costs where it applies (or forced), else what ``simscale predict``
+    uses with no profile: the real-hardware profile for real accelerators, plain defaults
+    otherwise."""
+    from simscale.profile import default_costs
+
+    return profile.costs_for(s, force=force) if profile is not None else default_costs(s)[0]
 
 
 def evaluate(task: Task) -> dict[str, Any]:

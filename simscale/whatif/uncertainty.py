@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simscale.costs import CostModel
-from simscale.profile import Profile
+from simscale.profile import Profile, default_costs, default_profile
 from simscale.scenario import Scenario
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
@@ -165,8 +165,10 @@ def interval(
         raise WhatIfError(f"--interval: got {level * 100:g}, expected a level in (0, 100)")
     if draws < 2 or repeats < 1:
         raise WhatIfError("--interval: expected at least 2 draws and 1 repetition")
+    if profile is None:  # as predict: the real-hardware profile where it applies
+        profile = default_profile(scenario)
     applies = profile is not None and (force_profile or profile.applies_to(scenario))
-    base = profile.costs if applies and profile is not None else CostModel()
+    base = profile.costs if applies and profile is not None else default_costs(scenario)[0]
     seed0 = scenario.simulation.seed
     sampled = applies and profile is not None and _parameter_space(profile) is not None
     param_costs = draw_costs(profile, base, draws, seed0) if sampled and profile else [base] * draws

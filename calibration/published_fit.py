@@ -1,0 +1,398 @@
+"""Fit the simulator to published real-cluster measurements, and judge it source by source.
+
+What a published point can teach depends on what it comes with:
+
+- a single-GPU point teaches compute (achieved FLOP/s of that GPU and precision, and how much
+  faster 3x3 convolutions run than their FLOPs say): it is compared as throughput;
+- a multi-GPU point with its single-GPU baseline, or a stated scaling efficiency, teaches
+  communication alone: it is compared as scaling efficiency, so that a compute error (the
+  framework's kernels, the input pipeline of one GPU) is not mistaken for a network cost;
+- a multi-GPU throughput without a baseline is compared as throughput and depends on both.
+
+The fit runs in two stages, because they are separable and the first is almost free: compute
+parameters on the single-GPU points (the analytical compute model, no simulation), then the
+communication mechanisms on the scaling points with compute fixed. Each stage minimises the log
+of predicted/published with ``scipy.optimize.least_squares``; parameters the training points
+cannot move (a GPU no training point uses) stay at their published starting figure
+(simscale.costs.REAL_HARDWARE_COSTS), so a held-out source never steers its own prediction.
+
+Leave-one-source-out holds out a whole campaign (several files of one publication share one):
+fit on every other campaign, predict every point of the held-out one.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from calibration.errors import CalibrationError
+from calibration.fit import PARAMETERS, Parameter, with_values
+from calibration.published import PublishedPoint
+from simscale.compute import samples_per_s_without_communication
+from simscale.costs import CostModel, real_hardware_costs
+from simscale.scenario import DIST_MODES, Scenario
+from simscale.simulator import simulate
+
+# The communication mechanisms fitted on scaling points (stage 2).
+COMM_FIT = ("connection_gbps", "allreduce_tensor_us", "bandwidth_factor")
+# Points whose simulation is costly are predicted but left out of the stage-2 fit, so that a
+# fold takes minutes on a shared 2-core machine; the proxy is worker hosts x arrays through a
+# parameter server (each message is simulated) and worker hosts squared for a ring (each
+# collective moves one flow per host). The limit keeps PS points of up to 100 host-keys (VGG
+# and AlexNet on a few hosts, any model inside one host) and rings of up to 10 hosts.
+FIT_COST_LIMIT = 100
+# Points costlier still (the 64- and 128-host PS points of ETH's p2.xlarge report: ~40,000
+# host-keys, minutes each) are not simulated at all by validate; the report lists them.
+JUDGE_COST_LIMIT = 10_000
+# Iterations simulated per point while fitting (the scenario's own count when judging).
+FIT_MEASURED_ITERATIONS = 3
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One published point, what the simulator predicts for it, and how the two compare."""
+
+    point: PublishedPoint
+    kind: str  # "efficiency" or "throughput"
+    published: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the compared quantity."""
+        return (self.predicted - self.published) / self.published
+
+    @property
+    def ape(self) -> float:
+        return abs(self.error)
+
+
+def kind_of(p: PublishedPoint) -> str:
+    """What a point is compared as: scaling efficiency when it has one, else throughput."""
+    return "efficiency" if p.efficiency is not None and p.gpus > 1 else "throughput"
+
+
+def published_value(p: PublishedPoint) -> float:
+    if kind_of(p) == "efficiency":
+        assert p.efficiency is not None
+        return p.efficiency
+    return p.value
+
+
+def _single_gpu_throughput(s: Scenario, costs: CostModel) -> float:
+    """One GPU's samples/s: the compute model alone (what a local 1-GPU run measures)."""
+    g = s.cluster.hosts[0].resolved()[1]
+    t = s.training
+    return samples_per_s_without_communication(
+        s.model.spec(), g, t.precision, t.batch_per_gpu, costs
+    )
+
+
+def _for_fit(s: Scenario) -> Scenario:
+    sim = replace(
+        s.simulation,
+        measured_iterations=min(s.simulation.measured_iterations, FIT_MEASURED_ITERATIONS),
+    )
+    return replace(s, simulation=sim)
+
+
+def predict_point(p: PublishedPoint, costs: CostModel, *, fitting: bool = False) -> float:
+    """The simulator's value of the quantity ``p`` is compared as."""
+    if p.gpus == 1:
+        return _single_gpu_throughput(p.scenario, costs)
+    s = _for_fit(p.scenario) if fitting else p.scenario
+    r = simulate(s, costs)
+    return r.scaling_efficiency if kind_of(p) == "efficiency" else r.throughput_samples_per_s
+
+
+def fit_cost(p: PublishedPoint) -> int:
+    """Deterministic proxy for the cost of simulating a point."""
+    s = p.scenario
+    if s.kvstore.mode in DIST_MODES:
+        return s.num_workers * len(s.model.spec().arrays)
+    return s.num_workers**2
+
+
+def too_costly_to_judge(p: PublishedPoint) -> bool:
+    """A parameter-server point over JUDGE_COST_LIMIT host-keys (rings are cheap at any size)."""
+    return p.scenario.kvstore.mode in DIST_MODES and fit_cost(p) > JUDGE_COST_LIMIT
+
+
+def compute_parameters(points: Sequence[PublishedPoint]) -> list[str]:
+    """The compute parameters the single-GPU points can pin down."""
+    keys = sorted({f"{p.gpu}/{p.scenario.training.precision}" for p in points if p.gpus == 1})
+    names = [f"compute_efficiency/{k}" for k in keys]
+    return names + (["winograd_3x3_speedup", "layer_overhead_us"] if names else [])
+
+
+def parameter(name: str) -> Parameter:
+    if name in PARAMETERS:
+        return PARAMETERS[name]
+    if name.startswith("compute_efficiency/"):
+        return Parameter(name, 0.02, 1.0)
+    raise CalibrationError(f"unknown parameter {name}; known: {', '.join(PARAMETERS)}")
+
+
+@dataclass(frozen=True)
+class PublishedFit:
+    costs: CostModel
+    values: dict[str, float]
+    sigma_rel: dict[str, float]
+    fitted_points: tuple[str, ...]  # names of the points the fit used
+    left_out: tuple[str, ...]  # multi-GPU points too costly to simulate in the fit
+    evaluations: int
+
+
+def _least_squares(
+    names: Sequence[str],
+    base: CostModel,
+    residuals_of: Callable[[CostModel], np.ndarray],
+    max_evaluations: int,
+) -> tuple[CostModel, dict[str, float], dict[str, float], int]:
+    params = [parameter(n) for n in names]
+    if not params:
+        return base, {}, {}, 0
+    x0 = np.array([p.to_x(p.get(base)) for p in params])
+    lo = np.array([p.to_x(p.lower) for p in params])
+    hi = np.array([p.to_x(p.upper) for p in params])
+    calls = [0]
+    best: list[tuple[float, np.ndarray]] = []
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        # Every simulation counts against the budget, the Jacobian's too (scipy's max_nfev
+        # leaves those out); the best point seen is the answer when the budget runs out.
+        if calls[0] >= max_evaluations:
+            raise _BudgetSpent
+        calls[0] += 1
+        costs = with_values(base, params, [p.from_x(v) for p, v in zip(params, x, strict=True)])
+        r = residuals_of(costs)
+        best.append((float(r @ r), x.copy()))
+        return r
+
+    x_start = np.clip(x0, lo, hi)
+    try:
+        sol = least_squares(residuals, x_start, bounds=(lo, hi), diff_step=1e-2, method="trf")
+        x_best, jac, fun = sol.x, sol.jac, sol.fun
+    except _BudgetSpent:
+        x_best = min(best, key=lambda t: t[0])[1]
+        jac, fun = None, None
+    values = {p.name: p.from_x(v) for p, v in zip(params, x_best, strict=True)}
+    from calibration.fit import _covariance, _sigma
+
+    cov = _covariance(jac, fun) if jac is not None and fun is not None else None
+    sigma = _sigma(cov, params)
+    return with_values(base, params, list(values.values())), values, sigma, calls[0]
+
+
+class _BudgetSpent(Exception):
+    """The fit has used its simulations."""
+
+
+def fit_published(
+    points: Sequence[PublishedPoint],
+    comm_names: Sequence[str] = COMM_FIT,
+    *,
+    max_evaluations: int = 5,
+    progress: Callable[[str, int], None] | None = None,
+) -> PublishedFit:
+    """Fit compute on the single-GPU points, then ``comm_names`` on the scaling points. Five
+    evaluations of stage 2 are one Gauss-Newton step from the published starting figures (the
+    most a fold affords on a shared 2-core machine; raise ``max_evaluations`` where it can)."""
+    if not points:
+        raise CalibrationError("nothing to fit: no published points")
+    base = real_hardware_costs()
+    singles = [p for p in points if p.gpus == 1]
+    multi = [p for p in points if p.gpus > 1]
+    fit_multi = [p for p in multi if fit_cost(p) <= FIT_COST_LIMIT]
+    left_out = [p.name for p in multi if fit_cost(p) > FIT_COST_LIMIT]
+
+    def single_residuals(costs: CostModel) -> np.ndarray:
+        pred = np.array([predict_point(p, costs) for p in singles])
+        return np.log(pred / np.array([p.value for p in singles]))
+
+    costs, values, sigma, n1 = _least_squares(
+        compute_parameters(singles), base, single_residuals, 2000
+    )
+    if progress is not None:
+        progress("compute", n1)
+
+    calls = [0]
+
+    def multi_residuals(c: CostModel) -> np.ndarray:
+        pred = np.array([predict_point(p, c, fitting=True) for p in fit_multi])
+        calls[0] += 1
+        if progress is not None:
+            progress("communication", calls[0])
+        return np.log(pred / np.array([published_value(p) for p in fit_multi]))
+
+    n2 = 0
+    if fit_multi and comm_names:
+        costs, v2, s2, n2 = _least_squares(comm_names, costs, multi_residuals, max_evaluations)
+        values |= v2
+        sigma |= s2
+    return PublishedFit(
+        costs=costs,
+        values=values,
+        sigma_rel=sigma,
+        fitted_points=tuple(p.name for p in singles + fit_multi),
+        left_out=tuple(left_out),
+        evaluations=n1 + n2,
+    )
+
+
+def judge(points: Sequence[PublishedPoint], costs: CostModel) -> list[Judged]:
+    """Each point beside the simulator's value under ``costs``."""
+    return [Judged(p, kind_of(p), published_value(p), predict_point(p, costs)) for p in points]
+
+
+def campaigns(points: Sequence[PublishedPoint]) -> list[str]:
+    return sorted({p.campaign for p in points})
+
+
+def leave_one_source_out(
+    points: Sequence[PublishedPoint],
+    comm_names: Sequence[str] = COMM_FIT,
+    *,
+    progress: Callable[[str], None] | None = None,
+    jobs: int | None = None,
+) -> tuple[list[Judged], dict[str, PublishedFit]]:
+    """Fit on every campaign but one and judge the held-out one, for each campaign; the
+    campaigns run in ``jobs`` processes (default: one per core)."""
+    names = campaigns(points)
+    if len(names) < 2:
+        raise CalibrationError(f"leave-one-source-out needs at least 2 campaigns, got {len(names)}")
+    judged: list[Judged] = []
+    fits: dict[str, PublishedFit] = {}
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    if workers == 1:
+        for held in names:
+            fits[held], got = _fold(points, held, comm_names)
+            judged += got
+            if progress is not None:
+                progress(held)
+        return judged, fits
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_fold, points, held, comm_names): held for held in names}
+        for future in as_completed(futures):
+            held = futures[future]
+            fits[held], got = future.result()
+            judged += got
+            if progress is not None:
+                progress(held)
+    order = {n: i for i, n in enumerate(names)}
+    judged.sort(key=lambda j: order[j.point.campaign])
+    return judged, fits
+
+
+def _fold(
+    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str]
+) -> tuple[PublishedFit, list[Judged]]:
+    """Fit on every campaign but ``held``; judge ``held``'s points with that fit."""
+    fitted = fit_published([p for p in points if p.campaign != held], comm_names)
+    return fitted, judge([p for p in points if p.campaign == held], fitted.costs)
+
+
+def group_errors(judged: Sequence[Judged]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """group kind -> value -> (mean APE, worst APE, points)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for j in judged:
+        for kind, value in groups_of(j).items():
+            out.setdefault(kind, {}).setdefault(value, []).append(j.ape)
+    return {
+        kind: {v: (float(np.mean(a)), float(np.max(a)), len(a)) for v, a in sorted(g.items())}
+        for kind, g in out.items()
+    }
+
+
+def groups_of(j: Judged) -> dict[str, str]:
+    p = j.point
+    return {
+        "system": p.system,
+        "mode": "sync" if p.sync else "async",
+        "framework": p.framework,
+        "gpu": p.gpu,
+        "link": f"{p.link_gbps:g}Gbit/s",
+        "compared as": j.kind,
+        "source": p.campaign,
+    }
+
+
+def efficiency_points_error(judged: Sequence[Judged]) -> float:
+    """Mean absolute error, in points of efficiency (0.01 = 1 point), of the efficiency points."""
+    d = [abs(j.predicted - j.published) for j in judged if j.kind == "efficiency"]
+    return float(np.mean(d)) if d else math.nan
+
+
+def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
+    """The judgement as plain data (``simscale validate --published --json``)."""
+    return {
+        "method": method,
+        "by_system": {
+            s: _summary([j for j in judged if j.point.system == s]) for s in SYSTEMS_JUDGED
+        },
+        "efficiency_points_mean_abs": efficiency_points_error(judged),
+        "by_group": group_errors(judged),
+        "published": [
+            {
+                "source": j.point.source,
+                "campaign": j.point.campaign,
+                "name": j.point.name,
+                "system": j.point.system,
+                "compared": j.kind,
+                "published": j.published,
+                "predicted": j.predicted,
+                "error": j.error,
+            }
+            for j in judged
+        ],
+    }
+
+
+SYSTEMS_JUDGED = ("ps", "allreduce", "single")
+
+
+def _summary(judged: Sequence[Judged]) -> dict[str, float]:
+    a = [j.ape for j in judged]
+    return {
+        "mean_ape": float(np.mean(a)) if a else math.nan,
+        "worst_ape": float(np.max(a)) if a else math.nan,
+        "points": len(a),
+    }
+
+
+def format_report(judged: Sequence[Judged], method: str) -> str:
+    """The judgement as the terminal shows it: worst first, then per group."""
+    lines = [f"published measurements, {method}: {len(judged)} points", ""]
+    lines.append(
+        f"  {'point':<34} {'source':<14} {'compared as':<11} {'published':>9} "
+        f"{'predicted':>9} {'error':>7}"
+    )
+    for j in sorted(judged, key=lambda j: -j.ape):
+        fmt = ".3f" if j.kind == "efficiency" else ".1f"
+        lines.append(
+            f"  {j.point.name:<34} {j.point.campaign:<14} {j.kind:<11} "
+            f"{j.published:>9{fmt}} {j.predicted:>9{fmt}} {j.error:>+7.1%}"
+        )
+    lines += ["", "  by group                          mean    worst  points"]
+    for kind, groups in group_errors(judged).items():
+        for value, (mean, worst, n) in groups.items():
+            lines.append(f"  {kind + '=' + value:<32} {mean:>7.1%} {worst:>8.1%} {n:>7}")
+    lines.append("")
+    for s in SYSTEMS_JUDGED:
+        summ = _summary([j for j in judged if j.point.system == s])
+        if summ["points"]:
+            lines.append(
+                f"{s}: mean {summ['mean_ape']:.1%}, worst {summ['worst_ape']:.1%} "
+                f"over {summ['points']} points"
+            )
+    eff = efficiency_points_error(judged)
+    if not math.isnan(eff):
+        lines.append(f"scaling-efficiency points: mean absolute error {eff * 100:.1f} points")
+    return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""The real-cluster mechanisms of simscale.costs, each derived by hand on a small case.
+
+Every mechanism defaults to no effect (the emulated world has none of them); the tests switch
+one on and check the change it makes against the arithmetic that defines it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simscale.compute import layer_times, winograd_layers
+from simscale.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_costs
+from simscale.hardware import GPUS
+from simscale.scenario import scenario_from_dict
+from simscale.simulator import simulate
+from simscale.zoo import Layer, ModelSpec, ParamArray
+
+TWO_LAYERS = ModelSpec(
+    "two-layers",
+    (
+        Layer("conv3x3", 1e9, (ParamArray("conv3x3.weight", (8, 4, 3, 3)),)),
+        Layer("conv1x1", 1e9, (ParamArray("conv1x1.weight", (8, 4, 1, 1)),)),
+    ),
+)
+
+
+def test_mechanisms_default_to_no_effect() -> None:
+    c = CostModel()
+    assert (c.winograd_3x3_speedup, c.connection_gbps, c.allreduce_tensor_us) == (1.0, 0.0, 0.0)
+    assert c.layer_overhead_us == 0.0
+    real = real_hardware_costs()
+    assert real.winograd_3x3_speedup == REAL_HARDWARE_COSTS["winograd_3x3_speedup"] == 2.25
+    assert real.connection_gbps == pytest.approx(50 / 3)
+
+
+def test_winograd_speeds_up_only_3x3_layers() -> None:
+    """V100 fp32 at efficiency 0.5: 15.7e12 * 0.5 = 7.85e12 FLOP/s. A batch of 4 of a 1 GFLOP
+    layer takes 4e9 / 7.85e12 = 0.5096 ms; the 3x3 layer with a 2.25x speed-up 0.2265 ms;
+    backward twice each."""
+    assert winograd_layers(TWO_LAYERS).tolist() == [True, False]
+    costs = CostModel(compute_efficiency={"V100/fp32": 0.5}, winograd_3x3_speedup=2.25)
+    t = layer_times(TWO_LAYERS, "V100", "fp32", 4, costs)
+    rate = GPUS["V100"].peak_fp32_tflops * 1e12 * 0.5
+    assert t.forward_s[1] == pytest.approx(4e9 / rate)
+    assert t.forward_s[0] == pytest.approx(4e9 / rate / 2.25)
+    assert t.backward_s[0] == pytest.approx(2 * 4e9 / rate / 2.25)
+    plain = layer_times(
+        TWO_LAYERS, "V100", "fp32", 4, CostModel(compute_efficiency={"V100/fp32": 0.5})
+    )
+    assert plain.forward_s[0] == pytest.approx(plain.forward_s[1])
+
+
+def _ring_scenario(arrays: list[dict], nic_gbps: float = 100.0) -> dict:
+    """Two hosts of one GPU in a ring, no compute, no coordinator cycle: every iteration is the
+    all-reduce of the arrays alone."""
+    return {
+        "cluster": {
+            "hosts": [
+                {
+                    "count": 2,
+                    "gpus_per_host": 1,
+                    "gpu": "V100",
+                    "nic_gbps": nic_gbps,
+                    "latency_us": 0,
+                }
+            ]
+        },
+        "model": {"arrays": arrays},
+        "training": {"batch_per_gpu": 1},
+        "kvstore": {"mode": "allreduce", "allreduce": {"algorithm": "ring", "cycle_ms": 0}},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+    }
+
+
+def test_one_connection_caps_the_ring() -> None:
+    """A 2-host ring of one 25e6-element fp32 array (1e8 bytes): 2(n-1) = 2 steps of
+    1e8 / 2 bytes each per host, i.e. 1e8 bytes leave every host per all-reduce. Over a
+    100 Gbit/s NIC at usable fraction 1.0 that takes 1e8 / 12.5e9 = 8 ms; over one 10 Gbit/s
+    connection 1e8 / 1.25e9 = 80 ms. Message costs are zero, so those are the iterations."""
+    s = scenario_from_dict(_ring_scenario([{"name": "w", "elements": 25_000_000}]))
+    free = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0)
+    assert simulate(s, free).iteration_time_s == pytest.approx(0.008, rel=1e-6)
+    capped = free.with_values(connection_gbps=10.0)
+    assert simulate(s, capped).iteration_time_s == pytest.approx(0.080, rel=1e-6)
+    # A connection faster than the NIC changes nothing: the NIC share is the limit.
+    assert simulate(s, free.with_values(connection_gbps=400.0)).iteration_time_s == pytest.approx(
+        0.008, rel=1e-6
+    )
+
+
+def test_tensor_overhead_is_paid_per_fused_tensor() -> None:
+    """Ten 1000-element arrays fused into one buffer: the coordinator spends 10 x 200 us = 2 ms
+    on them before the one all-reduce (40 kB over 12.5 GB/s = 3.2 us)."""
+    arrays = [{"name": f"a{i}", "elements": 1000} for i in range(10)]
+    s = scenario_from_dict(_ring_scenario(arrays))
+    free = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0)
+    base = simulate(s, free).iteration_time_s
+    assert base == pytest.approx(40_000 / 12.5e9, rel=1e-6)
+    paid = simulate(s, free.with_values(allreduce_tensor_us=200.0)).iteration_time_s
+    assert paid - base == pytest.approx(10 * 200e-6, rel=1e-6)
+
+
+def test_worker_sums_big_arrays_with_several_threads() -> None:
+    """dist_sync on a host of 8 GPUs: a key is copied 8 times over a 16 GB/s link and 7 copies
+    are summed at 1 ns/byte. A 4 MB key (at least the big-array bound of 1 MB) with 4 threads:
+    8 * 4e6 / 16e9 = 2 ms of copies plus 7 * 4e6 * 1e-9 / 4 = 7 ms of sums; a 0.4 MB key takes
+    one thread: 0.2 ms + 2.8 ms."""
+    import simpy
+
+    from simscale.worker import HostCopies
+
+    copies = HostCopies(
+        simpy.Environment(),
+        0,
+        8,
+        on_cpu=False,
+        device_mode=False,
+        host_link_Bps=16e9,
+        peer_link_Bps=100e9,
+        merge_s_per_byte=1e-9,
+        big_bytes=1e6,
+        reduction_threads=4,
+    )
+    assert copies.reduce_s(4e6) == pytest.approx(2e-3 + 7e-3)
+    assert copies.reduce_s(4e5) == pytest.approx(0.2e-3 + 2.8e-3)
+    assert real_hardware_costs().worker_reduction_threads == 4
+    assert CostModel().worker_reduction_threads == 1
+
+
+def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
+    """100 us per layer and forward pass: at batch 4 the 1x1 layer takes 4e9 / 7.85e12 s +
+    100 us forward and twice that backward; a batch of 1 pays the same 100 us, so one GPU's
+    throughput per sample falls at small batches. CPU workers (the emulated world) never pay."""
+    costs = CostModel(compute_efficiency={"V100/fp32": 0.5}, layer_overhead_us=100.0)
+    rate = GPUS["V100"].peak_fp32_tflops * 1e12 * 0.5
+    t = layer_times(TWO_LAYERS, "V100", "fp32", 4, costs)
+    assert t.forward_s[1] == pytest.approx(4e9 / rate + 100e-6)
+    assert t.backward_s[1] == pytest.approx(2 * (4e9 / rate + 100e-6))
+    one = layer_times(TWO_LAYERS, "V100", "fp32", 1, costs)
+    assert one.forward_s[1] == pytest.approx(1e9 / rate + 100e-6)
+    cpu = layer_times(TWO_LAYERS, "cpu", "fp32", 4, costs)
+    assert cpu.forward_s[1] == pytest.approx(
+        layer_times(TWO_LAYERS, "cpu", "fp32", 4, CostModel()).forward_s[1]
+    )

@@ -1,0 +1,136 @@
+"""Fitting and judging on published points: what each point is compared as, that a fit
+recovers what made the figures, and that leave-one-source-out never lets a campaign judge
+itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from calibration import published_fit as pf
+from calibration.published import PUBLISHED_DIR, load_published
+from simscale.costs import CostModel, real_hardware_costs
+from simscale.simulator import simulate
+
+
+def _source(campaign: str, ring_gpus: tuple[int, ...], values: dict[str, float]) -> dict:
+    """A small all-reduce source: one V100 baseline and rings of 1-GPU hosts (cheap to
+    simulate), ResNet-18, 25 Gbit/s: a 16.7 Gbit/s connection binds where the fit starts."""
+    points = [
+        {
+            "name": "one",
+            "model": "resnet18",
+            "value": values["one"],
+            "system": "single",
+            "set": {"kvstore.mode": "local"},
+        }
+    ]
+    for n in ring_gpus:
+        points.append(
+            {
+                "name": f"r{n}",
+                "model": "resnet18",
+                "value": values[f"r{n}"],
+                "baseline": "one",
+                "set": {"cluster.hosts[0].count": n},
+            }
+        )
+    return {
+        "id": f"{campaign}-file",
+        "campaign": campaign,
+        "source": {"ref": "a test", "table": "none"},
+        "setup": "synthetic, produced by the simulator itself",
+        "framework": "test",
+        "system": "allreduce",
+        "metric": "throughput_samples_per_s",
+        "read_from": "table",
+        "base": {
+            "cluster": {"hosts": [{"count": 1, "gpus_per_host": 1, "gpu": "V100", "nic_gbps": 25}]},
+            "training": {"batch_per_gpu": 32},
+            "kvstore": {"mode": "allreduce", "allreduce": {"algorithm": "ring"}},
+            "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+        },
+        "points": points,
+    }
+
+
+TRUTH = real_hardware_costs().with_values(
+    compute_efficiency={"V100/fp32": 0.3}, connection_gbps=6.0
+)
+
+
+def _figures(tmp_path: Path, campaign: str, ring_gpus: tuple[int, ...]) -> Path:
+    """Write a source whose figures are the simulator's own under TRUTH."""
+    placeholder = {"one": 1.0} | {f"r{n}": 1.0 for n in ring_gpus}
+    path = tmp_path / f"{campaign}.yaml"
+    path.write_text(yaml.safe_dump(_source(campaign, ring_gpus, placeholder)))
+    values = {}
+    for p in load_published([path]):
+        r = simulate(p.scenario, TRUTH)
+        values[p.name] = float(r.throughput_samples_per_s)
+    path.write_text(yaml.safe_dump(_source(campaign, ring_gpus, values)))
+    return path
+
+
+def test_points_are_compared_as_efficiency_when_a_baseline_exists(tmp_path: Path) -> None:
+    points = load_published([_figures(tmp_path, "a", (2,))])
+    kinds = {p.name: pf.kind_of(p) for p in points}
+    assert kinds == {"one": "throughput", "r2": "efficiency"}
+    r2 = next(p for p in points if p.name == "r2")
+    assert pf.published_value(r2) == pytest.approx(r2.value / (2 * r2.baseline.value))
+
+
+def test_fit_recovers_the_costs_that_made_the_figures(tmp_path: Path) -> None:
+    """Compute efficiency from the single-GPU point, one connection's throughput from the
+    rings: both come back from figures the simulator produced with them."""
+    points = load_published([_figures(tmp_path, "a", (2, 4))])
+    fitted = pf.fit_published(points, ("connection_gbps",), max_evaluations=25)
+    # The zoo's resnet18 is part 3x3 layers, so efficiency and Winograd trade off; their
+    # product (the single-GPU throughput) is what the point pins down.
+    one = next(p for p in points if p.name == "one")
+    assert pf.predict_point(one, fitted.costs) == pytest.approx(one.value, rel=1e-3)
+    assert fitted.values["connection_gbps"] == pytest.approx(6.0, rel=0.05)
+    judged = pf.judge(points, fitted.costs)
+    assert max(j.ape for j in judged) < 0.01
+
+
+def test_leave_one_source_out_never_fits_on_the_held_out_campaign(tmp_path: Path) -> None:
+    files = [_figures(tmp_path, "a", (2,)), _figures(tmp_path, "b", (4,))]
+    points = load_published(files)
+    judged, fits = pf.leave_one_source_out(points, ("connection_gbps",))
+    assert sorted(fits) == ["a", "b"]
+    for held, fitted in fits.items():
+        held_names = {p.name for p in points if p.campaign == held}
+        other = {p.name for p in points if p.campaign != held}
+        assert set(fitted.fitted_points) == other and not held_names & set(
+            p for p in fitted.fitted_points if p not in other
+        )
+    assert {j.point.campaign for j in judged} == {"a", "b"} and len(judged) == len(points)
+    report = pf.report_dict(judged, "loso")
+    assert report["by_system"]["allreduce"]["points"] == 2
+    assert "scaling-efficiency points" in pf.format_report(judged, "loso")
+
+
+def test_the_default_compute_reproduces_its_own_dlperf_reference() -> None:
+    """CostModel's V100 fp32 efficiency was derived from DLPerf's single-V100 MXNet figure."""
+    points = load_published([PUBLISHED_DIR / "dlperf-mxnet-rn50v1b.yaml"])
+    one = next(p for p in points if p.name == "mxgcv-fp32-1gpu")
+    (j,) = pf.judge([one], CostModel())
+    assert j.error == pytest.approx(0.0, abs=0.01)
+
+
+def test_figures_of_held_out_predictions_are_written(tmp_path: Path) -> None:
+    from calibration import published_plots
+
+    points = load_published([_figures(tmp_path, "a", (2, 4))])
+    judged = pf.judge(points, TRUTH.with_values(connection_gbps=8.0))
+    fams = published_plots.families(judged)
+    assert list(fams) == ["a-file: one (allreduce)"]
+    assert [j.point.gpus for j in fams["a-file: one (allreduce)"]] == [1, 2, 4]
+    for path in (
+        published_plots.scatter(judged, tmp_path / "s.png"),
+        published_plots.scaling(judged, tmp_path / "c.png"),
+    ):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
