@@ -58,11 +58,15 @@ def exit_with_parent(
 
     def gone(expected: int) -> None:
         message = f"{what}: parent process {expected} is gone; exiting"
-        if log is not None:
-            log.error(message)
-        else:
-            print(message, file=sys.stderr, flush=True)
-        os._exit(EXIT_ORPHANED)
+        try:
+            if log is not None:
+                log.error(message)
+            else:
+                print(message, file=sys.stderr, flush=True)
+        except Exception:
+            pass  # stderr was the dead parent's pipe (its reader closed it): exit all the same
+        finally:
+            os._exit(EXIT_ORPHANED)
 
     if parent is None:
         parent = os.getppid()
