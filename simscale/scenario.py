@@ -86,6 +86,13 @@ def _network_and_cpu(
     return nic, lat, cores
 
 
+# Checks shared by worker and server host groups (a host is a host, whoever runs on it).
+NIC_GBPS = between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
+LATENCY_US = between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
+CPU_CORES = count_in(1, MAX_CPU_CORES)
+USD_PER_HOUR = between(0.0, 10_000.0, "USD per host-hour")
+
+
 @dataclass(frozen=True)
 class HostGroup:
     """``count`` identical worker hosts: an instance preset, or GPUs and NIC given explicitly
@@ -95,17 +102,11 @@ class HostGroup:
     instance: str | None = None
     gpus_per_host: int | None = field(default=None, metadata=count_in(1, MAX_GPUS_PER_HOST))
     gpu: str | None = None
-    nic_gbps: float | None = field(
-        default=None, metadata=between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
-    )
-    latency_us: float | None = field(
-        default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
-    )
-    cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
+    nic_gbps: float | None = field(default=None, metadata=NIC_GBPS)
+    latency_us: float | None = field(default=None, metadata=LATENCY_US)
+    cpu_cores: int | None = field(default=None, metadata=CPU_CORES)
     # Price of one host per hour; overrides the instance preset's on-demand price.
-    usd_per_hour: float | None = field(
-        default=None, metadata=between(0.0, 10_000.0, "USD per host-hour")
-    )
+    usd_per_hour: float | None = field(default=None, metadata=USD_PER_HOUR)
 
     def validate(self) -> None:
         if self.instance is not None:
@@ -142,17 +143,11 @@ class ServerHostGroup:
 
     count: int = field(metadata=count_in(1, MAX_HOSTS, "hosts"))
     instance: str | None = None
-    nic_gbps: float | None = field(
-        default=None, metadata=between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
-    )
-    latency_us: float | None = field(
-        default=None, metadata=between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
-    )
-    cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
+    nic_gbps: float | None = field(default=None, metadata=NIC_GBPS)
+    latency_us: float | None = field(default=None, metadata=LATENCY_US)
+    cpu_cores: int | None = field(default=None, metadata=CPU_CORES)
     # Price of one host per hour; overrides the instance preset's on-demand price.
-    usd_per_hour: float | None = field(
-        default=None, metadata=between(0.0, 10_000.0, "USD per host-hour")
-    )
+    usd_per_hour: float | None = field(default=None, metadata=USD_PER_HOUR)
 
     def validate(self) -> None:
         if self.instance is not None:
