@@ -27,6 +27,28 @@ from simscale.scenario import Scenario
 from simscale.simulator import simulate
 
 
+def identity_axes(ax: plt.Axes, lo: float, hi: float) -> None:
+    """Log-log axes from lo to hi with y = x and its ±10% band: where a prediction should lie."""
+    xs = np.geomspace(lo, hi, 50)
+    ax.plot(xs, xs, "k-", lw=1, label="y = x")
+    ax.fill_between(xs, xs * 0.9, xs * 1.1, color="k", alpha=0.08, label="±10%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
+def save_figure(fig: plt.Figure, path: Path, title: str = "", dpi: int = 110) -> Path:
+    """Title, lay out, write (creating the folder) and close: the end of every figure here."""
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def with_workers(s: Scenario, n: int) -> Scenario:
     """The same configuration with ``n`` worker hosts (a server per worker stays one each)."""
     hosts = (replace(s.cluster.hosts[0], count=n), *s.cluster.hosts[1:])
@@ -98,13 +120,7 @@ def scatter(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
     lo = min(min(m for _, m, _, _ in shapes.values()), 1e-9) * 0.7
     hi = max(m for _, m, _, _ in shapes.values()) * 1.4
     lo = max(lo, hi / 1e4)
-    xs = np.geomspace(lo, hi, 50)
-    ax.plot(xs, xs, "k-", lw=1, label="y = x")
-    ax.fill_between(xs, xs * 0.9, xs * 1.1, color="k", alpha=0.08, label="±10%")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+    identity_axes(ax, lo, hi)
     ax.set_xlabel("measured throughput (samples/s, mean over repeats)")
     ax.set_ylabel("predicted throughput (samples/s)")
     handles, labels = ax.get_legend_handles_labels()
@@ -117,10 +133,7 @@ def scatter(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         fontsize=10,
     )
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)
 
 
 def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") -> Path:
@@ -185,12 +198,7 @@ def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(fams) :]:
         ax.set_visible(False)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title)
 
 
 def per_worker(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") -> Path | None:
@@ -219,9 +227,4 @@ def per_worker(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "
         ax.legend(
             fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False
         )
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title)

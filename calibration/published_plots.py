@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from calibration.plots import identity_axes, save_figure
 from calibration.published_fit import Judged
 
 SYSTEM_COLORS = {"ps": "tab:red", "allreduce": "tab:blue", "single": "tab:gray"}
@@ -42,13 +43,7 @@ def scatter(judged: Sequence[Judged], path: Path, title: str = "") -> Path:
                 )
         vals = [v for j in js for v in (j.published, j.predicted)]
         lo, hi = min(vals) * 0.8, max(vals) * 1.25
-        xs = np.geomspace(lo, hi, 50)
-        ax.plot(xs, xs, "k-", lw=1, label="y = x")
-        ax.fill_between(xs, xs * 0.9, xs * 1.1, color="k", alpha=0.08, label="±10%")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
+        identity_axes(ax, lo, hi)
         unit = "scaling efficiency" if kind == "efficiency" else "samples/s"
         ax.set_xlabel(f"published {unit}")
         ax.set_ylabel(f"held-out prediction ({unit})")
@@ -59,13 +54,7 @@ def scatter(judged: Sequence[Judged], path: Path, title: str = "") -> Path:
         )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, dpi=120)
 
 
 def families(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
@@ -135,10 +124,4 @@ def scaling(judged: Sequence[Judged], path: Path, title: str = "") -> Path:
             h1, l1 = ax.get_legend_handles_labels()
             h2, l2 = eff_ax.get_legend_handles_labels()
             ax.legend(h1 + h2, l1 + l2, fontsize=6, loc="lower right")
-    if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title)
