@@ -14,6 +14,7 @@ defaults of simscale.costs, which is the world the emulated-cluster profiles wer
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +121,17 @@ def default_profile(scenario: Scenario) -> Profile | None:
     """The profile a scenario is predicted with when none is named: the real-hardware profile
     for real accelerators it applies to, else None (the plain defaults)."""
     if is_real_hardware(scenario) and REAL_PROFILE.is_file():
-        profile = load_profile(REAL_PROFILE)
+        profile = _real_profile(REAL_PROFILE.stat().st_mtime_ns)
         if profile.applies_to(scenario):
             return profile
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _real_profile(_mtime_ns: int) -> Profile:
+    """The shipped real-hardware profile, read once per version of the file: a sweep asks for
+    it at every point."""
+    return load_profile(REAL_PROFILE)
 
 
 def default_costs(scenario: Scenario) -> tuple[CostModel, str]:
