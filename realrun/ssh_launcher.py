@@ -12,6 +12,10 @@ Ending a job must end the remote processes too: closing an ssh session without a
 does not signal them. Each remote node therefore starts in a new session (``setsid``) and
 first prints its process-group id; ``signal_group`` sends the signal to that whole remote
 group with a second ssh call, and to the local ssh client.
+
+The job's secret (``REALRUN_JOB_SECRET``) never appears in a command line, where ``ps`` on
+either host would show it to every user: the remote shell reads it from the ssh session's
+stdin, the first line the launcher writes there, and exports it to the node alone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from realrun.auth import SECRET_VARIABLE
 from realrun.launch import project_root
 from realrun.local_launcher import LocalProcess
 
@@ -49,14 +54,28 @@ def read_hostfile(path: str | Path) -> list[str]:
 
 
 def remote_command(argv: Sequence[str], env: dict[str, str], workdir: str) -> str:
-    """The shell line run on the remote host: new session, report its group, exec the node."""
-    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    """The shell line run on the remote host: new session, report its group, exec the node.
+
+    Every variable but the job secret is on the line; the secret, if ``env`` has one, is read
+    from stdin (``stdin_payload``) so that no process's argv carries it."""
+    public = {k: v for k, v in env.items() if k != SECRET_VARIABLE}
+    assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(public.items()))
     node = f"exec env {assignments} {' '.join(shlex.quote(a) for a in argv)}"
+    if SECRET_VARIABLE in env:
+        # read is a shell builtin: the secret goes from the pipe into the shell's memory and
+        # the node's environment (readable only by its own user), never into an argv.
+        node = f"IFS= read -r {SECRET_VARIABLE} && export {SECRET_VARIABLE} && {node}"
     # setsid makes the inner shell a session (and group) leader: $$ is the group id, and the
     # node it execs keeps it. stdout carries the group id first, then the node's output.
     # --wait: the ssh session lasts as long as the node and ends with its exit status.
     inner = f"echo {PGID_PREFIX}$$; {node}"
     return f"cd {shlex.quote(workdir)} && exec setsid --wait sh -c {shlex.quote(inner)}"
+
+
+def stdin_payload(env: dict[str, str]) -> str:
+    """What the launcher writes to the ssh session's stdin: the secret's line, or nothing."""
+    secret = env.get(SECRET_VARIABLE)
+    return "" if secret is None else secret + "\n"
 
 
 class SshProcess(LocalProcess):
@@ -165,10 +184,15 @@ class SshLauncher:
         ssh = self.ssh_argv(host)
         popen = subprocess.Popen(
             [*ssh, remote_command(argv, remote_env, root)],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
             text=True,
             start_new_session=True,
         )
+        assert popen.stdin is not None
+        # The node's stdin ends after the secret's line, as /dev/null did before.
+        with contextlib.suppress(OSError):  # ssh already failed: poll() will say so
+            popen.stdin.write(stdin_payload(remote_env))
+            popen.stdin.close()
         return SshProcess(role, rank, host, popen, ssh)

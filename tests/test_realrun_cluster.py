@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ from realrun.execute import LaunchOptions, check_runnable, run_scenario
 from realrun.machine_load import LoadSample, read_cpu_ticks, verdict
 from realrun.netns_launcher import NetnsLauncher, host_links
 from realrun.record import load_record
-from realrun.ssh_launcher import SshLauncher, read_hostfile, remote_command
+from realrun.ssh_launcher import SshLauncher, read_hostfile, remote_command, stdin_payload
 from simscale.cluster import layout
 from simscale.compute import layer_times
 from simscale.costs import CostModel
@@ -250,6 +251,18 @@ def test_hostfiles_and_the_remote_command(tmp_path: Path) -> None:
     assert "echo realrun-pgid $$; exec env DMLC_ROLE=server python -m realrun.node" in line
 
 
+def test_the_job_secret_never_reaches_an_ssh_command_line() -> None:
+    """ps shows every argv to every user of a host: the secret travels on the session's stdin
+    and the remote shell reads it with a builtin."""
+    secret = "ab" * 32
+    env = {"DMLC_ROLE": "worker", "REALRUN_JOB_SECRET": secret}
+    line = remote_command(["python", "-m", "realrun.node"], env, "/w")
+    assert secret not in line
+    assert "IFS= read -r REALRUN_JOB_SECRET && export REALRUN_JOB_SECRET && exec env" in line
+    assert stdin_payload(env) == secret + "\n"
+    assert stdin_payload({"DMLC_ROLE": "worker"}) == ""
+
+
 def test_without_root_run_and_cleanup_say_so_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -463,8 +476,11 @@ def local_sshd(tmp_path: Path) -> Iterator[LaunchOptions]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
-def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) -> None:
-    with local_sshd(tmp_path) as options:
+def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path, monkeypatch) -> None:
+    secret = "5e" * 32
+    monkeypatch.setattr("realrun.job.secrets.token_hex", lambda n: secret)
+    seen = _argv_watch(secret)
+    with local_sshd(tmp_path) as options, seen:
         record, _ = run_scenario(
             ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml",
             ["simulation.warmup_iterations=1", "simulation.measured_iterations=2"],
@@ -479,6 +495,41 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path) 
         assert len(record.iterations) == 2 * 3
         # Every remote node has ended with the job.
         assert [n for n in record.environment["nodes"] if _alive(int(n["pid"]))] == []
+    # The job ran with the secret, and no process on this host (ssh clients, sshd's shells,
+    # the nodes) ever showed it in its argv.
+    assert seen.scans > 0
+    assert seen.hits == []
+
+
+class _argv_watch:
+    """Scans every process's argv (/proc/PID/cmdline) for ``needle`` while the block runs."""
+
+    def __init__(self, needle: str) -> None:
+        self.needle = needle.encode()
+        self.hits: list[str] = []
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scan, daemon=True)
+
+    def __enter__(self) -> _argv_watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _scan(self) -> None:
+        while not self._stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    raw = cmdline.read_bytes()
+                except OSError:
+                    continue
+                if self.needle in raw:
+                    self.hits.append(raw.replace(b"\0", b" ").decode(errors="replace"))
+            self.scans += 1
+            self._stop.wait(0.05)
 
 
 # -- the committed dataset ----------------------------------------------------------------------
