@@ -476,7 +476,9 @@ def local_sshd(tmp_path: Path) -> Iterator[LaunchOptions]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_SSH_SKIP is not None, reason=_SSH_SKIP or "")
-def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(tmp_path: Path, monkeypatch) -> None:
+def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "5e" * 32
     monkeypatch.setattr("realrun.job.secrets.token_hex", lambda n: secret)
     seen = _argv_watch(secret)
