@@ -28,7 +28,10 @@ from typing import Any
 
 import torch.distributed as dist
 
+from realrun import safejson
+from realrun.allreduce.membership import ReportVerifier
 from realrun.allreduce.rendezvous import STORE_EVENTS_KEY, heartbeat_key
+from realrun.auth import SECRET_VARIABLE, parse_secret
 from realrun.roles import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_START_TIMEOUT_S,
@@ -42,6 +45,10 @@ from realrun.roles import (
 POLL_S = 0.05
 FAILURE_GRACE_S = 1.0
 STORE_TIMEOUT_S = 30.0
+# A report line (a rank's measured timeline is the biggest) and its JSON nesting.
+MAX_REPORT_BYTES = 64 << 20
+MAX_REPORT_DEPTH = 16
+REJECT_LOG_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -66,8 +73,12 @@ class Coordinator:
         emit: Callable[[dict[str, Any]], None],
         heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        key: bytes = b"",
     ) -> None:
         self.host = host
+        self.verifier = ReportVerifier(key)
+        self.rejected = 0
+        self._rejected_logged_at = -REJECT_LOG_INTERVAL_S
         self.world_size = world_size
         self.emit = emit
         self.heartbeat_timeout_s = heartbeat_timeout_s
@@ -110,10 +121,32 @@ class Coordinator:
 
     def _drain(self) -> str | None:
         for _ in range(self.store.queue_len(STORE_EVENTS_KEY)):
-            error = self._handle(json.loads(self.store.queue_pop(STORE_EVENTS_KEY, block=False)))
+            event, why = self.verifier.open(
+                self.store.queue_pop(STORE_EVENTS_KEY, block=False), self._decode
+            )
+            if event is None:
+                self._reject(why)
+                continue
+            error = self._handle(event)
             if error is not None:
                 return error
         return None
+
+    @staticmethod
+    def _decode(raw: Any) -> Any:
+        return safejson.loads(raw, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_REPORT_DEPTH)
+
+    def _reject(self, why: str) -> None:
+        """Drop a line no member signed; say so on stderr at most every 10 s."""
+        self.rejected += 1
+        now = time.monotonic()
+        if now - self._rejected_logged_at >= REJECT_LOG_INTERVAL_S:
+            self._rejected_logged_at = now
+            print(
+                f"realrun.allreduce.coordinator: dropped a report from the store ({why}); "
+                f"{self.rejected} dropped so far",
+                file=sys.stderr,
+            )
 
     def _handle(self, event: dict[str, Any]) -> str | None:
         kind = event.get("type")
@@ -180,7 +213,15 @@ def coordinator_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
             env, "REALRUN_HEARTBEAT_TIMEOUT_S", DEFAULT_HEARTBEAT_TIMEOUT_S
         ),
         "start_timeout_s": _float(env, "REALRUN_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S),
+        "key": _key(env),
     }
+
+
+def _key(env: Mapping[str, str]) -> bytes:
+    try:
+        return parse_secret(_required(env, SECRET_VARIABLE))
+    except ValueError as e:
+        raise RoleError(str(e)) from None
 
 
 def main() -> int:

@@ -57,6 +57,7 @@ class AllreduceJob(Job):
             store_hosted=True,
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             start_timeout_s=self.start_timeout_s,
+            secret=self.secret,
         ).to_env()
         if self.tracing:
             env[RANK_TRACE_VARIABLE] = "1"

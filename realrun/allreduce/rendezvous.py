@@ -6,6 +6,8 @@ launchers add ``REALRUN_STORE_HOSTED=1``: the job's coordinator (``realrun.allre
 coordinator``) then hosts the TCP store and every rank is its client, reporting through it;
 without it rank 0 hosts the store as ``init_process_group("env://")`` would (or torchrun's
 agent does, with ``TORCHELASTIC_USE_AGENT_STORE``) and each rank prints its reports.
+``REALRUN_JOB_SECRET`` (realrun.auth) is the job's secret: every rank proves it before training
+(``realrun.allreduce.membership``); realrun's launchers always set it, a torchrun user should.
 ``REALRUN_NODE_HOST`` is the address this rank's gloo transport binds (our launchers know it;
 otherwise the local address routed towards ``MASTER_ADDR``, as ``DMLC_NODE_HOST`` in the PS).
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from realrun.auth import SECRET_VARIABLE, parse_secret
 from realrun.roles import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_START_TIMEOUT_S,
@@ -53,6 +56,11 @@ class DistEnv:
     store_hosted: bool = False  # a coordinator hosts the store and collects the reports
     heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    secret: str = ""  # hex; "" only outside realrun's launchers (then nothing is proven)
+
+    @property
+    def key(self) -> bytes:
+        return parse_secret(self.secret) if self.secret else b""
 
     def to_env(self) -> dict[str, str]:
         """The variables that recreate this DistEnv in a child process."""
@@ -68,6 +76,8 @@ class DistEnv:
         }
         if self.store_hosted:
             env["REALRUN_STORE_HOSTED"] = "1"
+        if self.secret:
+            env[SECRET_VARIABLE] = self.secret
         return env
 
 
@@ -77,6 +87,15 @@ def dist_env(environ: Mapping[str, str] | None = None) -> DistEnv:
     master = _required(env, "MASTER_ADDR")
     world = _int(env, "WORLD_SIZE", 1, 1 << 16)
     rank = _int(env, "RANK", 0, world - 1)
+    hosted = env.get("REALRUN_STORE_HOSTED", "") == "1"
+    secret = env.get(SECRET_VARIABLE, "")
+    if hosted and not secret:
+        raise RoleError(f"{SECRET_VARIABLE} is missing: realrun's launchers always set it")
+    if secret:
+        try:
+            parse_secret(secret)
+        except ValueError as e:
+            raise RoleError(str(e)) from None
     return DistEnv(
         master,
         _int(env, "MASTER_PORT", 1, 65535),
@@ -84,9 +103,10 @@ def dist_env(environ: Mapping[str, str] | None = None) -> DistEnv:
         world,
         _int(env, "LOCAL_RANK", 0, 1 << 16) if env.get("LOCAL_RANK") else 0,
         env.get("REALRUN_NODE_HOST") or route_address(master),
-        env.get("REALRUN_STORE_HOSTED", "") == "1",
+        hosted,
         _float(env, "REALRUN_HEARTBEAT_TIMEOUT_S", DEFAULT_HEARTBEAT_TIMEOUT_S),
         _float(env, "REALRUN_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S),
+        secret,
     )
 
 

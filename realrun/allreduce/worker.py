@@ -24,6 +24,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
+from realrun.allreduce.membership import ReportSigner, prove_membership
 from realrun.allreduce.rendezvous import (
     STORE_EVENTS_KEY,
     DistEnv,
@@ -45,15 +46,17 @@ class Reporter:
         self.rank = env.rank
         # Its own connection: the heartbeat thread and the process group use theirs.
         self.store = store.clone() if (store is not None and env.store_hosted) else None
+        # Lines in the store are signed: anyone can reach the store, only members sign.
+        self.signer = ReportSigner(env.key, env.rank) if self.store is not None else None
         self._lock = threading.Lock()
 
     def report(self, kind: str, **body: Any) -> None:
-        line = json.dumps({"type": kind, "rank": self.rank, **body})
+        event = {"type": kind, "rank": self.rank, **body}
         with self._lock:
-            if self.store is not None:
-                self.store.queue_push(STORE_EVENTS_KEY, line)
+            if self.store is not None and self.signer is not None:
+                self.store.queue_push(STORE_EVENTS_KEY, self.signer.sign(event))
             else:
-                sys.stdout.write(line + "\n")
+                sys.stdout.write(json.dumps(event) + "\n")
                 sys.stdout.flush()
 
 
@@ -150,6 +153,10 @@ def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[
     plan = plan_from_scenario(scenario, env.rank, env.world_size, env.local_rank)
     torch.set_num_threads(scenario.realrun.threads_per_worker)
     group = process_group(env, store, backend_for(rank_devices(plan)[0]))
+    if env.secret:  # before the first gradient: every rank of the group is the job's
+        prove_membership(group, env.rank, env.world_size, env.key)
+    else:
+        log.warning("REALRUN_JOB_SECRET is not set: the ranks of this job are not authenticated")
     return AllreduceTrainer(group, env.rank, plan, torch_models)
 
 
