@@ -81,6 +81,7 @@ def emulated_device(scenario, rank: int) -> EmulatedDevice:
     spec = scenario.model.spec()
     lay = layout(scenario)
     host = lay.hosts[lay.worker_hosts[rank]]
+    gpus = lay.gpus_of(rank)
     gpu = GPUS[str(host.gpu)]
     d = scenario.realrun.dilation
     costs = CostModel()
@@ -90,7 +91,7 @@ def emulated_device(scenario, rank: int) -> EmulatedDevice:
     copies = HostCopies(
         simpy.Environment(),
         rank,
-        host.gpus,
+        gpus,
         on_cpu=gpu.name == "cpu",
         device_mode=scenario.kvstore.mode.endswith("_device"),
         host_link_Bps=gpu.host_link_gbytes_per_s * 1e9,
@@ -108,7 +109,7 @@ def emulated_device(scenario, rank: int) -> EmulatedDevice:
         backward_s=tuple(float(t) * d for t in times.backward_s),
         reduce_s=tuple(copies.reduce_s(b) * d for b in nbytes),
         broadcast_s=tuple(copies.broadcast_s(b) * d for b in nbytes),
-        gpus=host.gpus,
+        gpus=gpus,
         gpu=gpu.name,
         dilation=d,
     )

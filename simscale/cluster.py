@@ -37,6 +37,19 @@ class Layout:
     hosts: tuple[Host, ...]
     worker_hosts: tuple[int, ...]
     server_hosts: tuple[int, ...]
+    # GPUs of each worker rank; empty: every worker drives all of its host's GPUs.
+    worker_gpus: tuple[int, ...] = ()
+
+    def gpus_of(self, rank: int) -> int:
+        """GPUs that worker ``rank`` drives."""
+        if self.worker_gpus:
+            return self.worker_gpus[rank]
+        return self.hosts[self.worker_hosts[rank]].gpus
+
+    @property
+    def shares_hosts(self) -> bool:
+        """Whether some host runs several workers (they share its NIC and CPU)."""
+        return len(set(self.worker_hosts)) != len(self.worker_hosts)
 
     @property
     def num_workers(self) -> int:
@@ -53,15 +66,21 @@ class Layout:
 
 
 def layout(scenario: Scenario) -> Layout:
-    """Place one worker per worker host, and the servers as MXNet's launcher does: co-located
-    server s on worker host s; dedicated servers cycled over the server hosts."""
+    """Place ``workers_per_host`` workers on every worker host (one, as MXNet runs it, unless
+    the scenario says otherwise), and the servers as MXNet's launcher does: co-located server s
+    on worker host s; dedicated servers cycled over the server hosts."""
     hosts: list[Host] = []
+    worker_host_list: list[int] = []
+    worker_gpus: list[int] = []
     for g in scenario.cluster.hosts:
         gpus, gpu, nic, lat, cores = g.resolved()
         for _ in range(g.count):
             i = len(hosts)
             hosts.append(Host(i, f"worker{i}", gpus, gpu, nic, lat, cores))
-    worker_hosts = tuple(range(len(hosts)))
+            worker_host_list += [i] * g.workers_per_host
+            worker_gpus += [gpus // g.workers_per_host] * g.workers_per_host
+    worker_hosts = tuple(worker_host_list)
+    n_worker_hosts = len(hosts)
     n_servers = scenario.num_servers
     if scenario.kvstore.placement == "dedicated" and scenario.cluster.server_hosts is not None:
         sg = scenario.cluster.server_hosts
@@ -71,5 +90,6 @@ def layout(scenario: Scenario) -> Layout:
             hosts.append(Host(first + j, f"server{j}", 0, None, nic, lat, cores))
         server_hosts = tuple(first + s % sg.count for s in range(n_servers))
     else:
-        server_hosts = tuple(worker_hosts[s % len(worker_hosts)] for s in range(n_servers))
-    return Layout(tuple(hosts), worker_hosts, server_hosts)
+        server_hosts = tuple(s % n_worker_hosts for s in range(n_servers))
+    shared = len(worker_hosts) != n_worker_hosts
+    return Layout(tuple(hosts), worker_hosts, server_hosts, tuple(worker_gpus) if shared else ())

@@ -107,8 +107,23 @@ class HostGroup:
     cpu_cores: int | None = field(default=None, metadata=CPU_CORES)
     # Price of one host per hour; overrides the instance preset's on-demand price.
     usd_per_hour: float | None = field(default=None, metadata=USD_PER_HOUR)
+    # Worker processes per host, each driving gpus_per_host / workers_per_host GPUs. 1 is
+    # MXNet's layout: one worker sums its GPUs' gradients before they leave the host. The
+    # host's GPU count is one worker per GPU, as TensorFlow's parameter_server and
+    # PyTorch-style PS jobs run: every GPU pushes and pulls the whole model over the host's NIC.
+    workers_per_host: int = field(default=1, metadata=count_in(1, MAX_GPUS_PER_HOST))
 
     def validate(self) -> None:
+        self._validate_hardware()
+        gpus = self.resolved()[0]
+        if gpus % self.workers_per_host:
+            raise ConfigError(
+                "workers_per_host",
+                f"got {self.workers_per_host}, expected a divisor of the host's {gpus} GPUs "
+                "(every worker drives the same number of GPUs)",
+            )
+
+    def _validate_hardware(self) -> None:
         if self.instance is not None:
             _known_at("instance", self.instance, list(hardware.INSTANCES), "instance")
             preset = hardware.INSTANCES[self.instance]
@@ -321,7 +336,16 @@ class Scenario:
 
     def validate(self) -> None:
         kv = self.kvstore
-        n_hosts = self.num_workers
+        n_hosts = self.num_worker_hosts
+        if kv.mode not in DIST_MODES:
+            for i, g in enumerate(self.cluster.hosts):
+                if g.workers_per_host > 1:
+                    raise ConfigError(
+                        f"cluster.hosts[{i}].workers_per_host",
+                        f"got {g.workers_per_host} with kvstore.mode {kv.mode!r}, expected 1: "
+                        "it applies to the parameter-server (dist_*) modes; all-reduce already "
+                        "runs one rank per GPU (ring) or per host (hierarchical)",
+                    )
         if kv.mode in ("local", "device") and n_hosts != 1:
             raise ConfigError(
                 "kvstore.mode",
@@ -355,9 +379,13 @@ class Scenario:
     # ---- derived facts every consumer needs ----
 
     @property
-    def num_workers(self) -> int:
-        """Worker processes: one per worker host, as MXNet runs it."""
+    def num_worker_hosts(self) -> int:
         return sum(g.count for g in self.cluster.hosts)
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes: one per worker host as MXNet runs it, unless workers_per_host."""
+        return sum(g.count * g.workers_per_host for g in self.cluster.hosts)
 
     @property
     def num_servers(self) -> int:
@@ -369,14 +397,15 @@ class Scenario:
         if self.kvstore.placement == "dedicated":
             assert self.cluster.server_hosts is not None
             return self.cluster.server_hosts.count
-        return self.num_workers
+        return self.num_worker_hosts
 
     def worker_groups(self) -> list[HostGroup]:
-        """The host group of each worker rank, in rank order."""
-        return [g for g in self.cluster.hosts for _ in range(g.count)]
+        """The host group of each worker rank, in rank order (a host's workers together)."""
+        return [g for g in self.cluster.hosts for _ in range(g.count * g.workers_per_host)]
 
     def gpus_per_worker(self, rank: int) -> int:
-        return self.worker_groups()[rank].resolved()[0]
+        group = self.worker_groups()[rank]
+        return group.resolved()[0] // group.workers_per_host
 
     @property
     def num_gpus(self) -> int:

@@ -211,11 +211,12 @@ class Simulation:
             times = layer_times(
                 self.model, gpu.name, s.training.precision, s.training.batch_per_gpu, costs
             )
-            jitter = self._jitter(rng, host.gpus, n_iter)
+            gpus = lay.gpus_of(rank)
+            jitter = self._jitter(rng, gpus, n_iter)
             copies = HostCopies(
                 env,
                 rank,
-                host.gpus,
+                gpus,
                 on_cpu=gpu.name == "cpu",
                 device_mode=device_mode,
                 host_link_Bps=gpu.host_link_gbytes_per_s * 1e9,
@@ -505,7 +506,8 @@ class Simulation:
             compute = float(np.mean(st.compute_s[warm:end]))
             blocked = float(np.mean(st.blocked_s[warm:end]))
             others = float(np.mean(st.waited_for_others_s[warm:end]))
-            samples = host.gpus * s.training.batch_per_gpu
+            gpus = lay.gpus_of(w.rank)
+            samples = gpus * s.training.batch_per_gpu
             # The representative of identical workers stands for every real rank.
             ranks = [w.rank] if self.reduction is None else range(full.num_workers)
             for rank in ranks:
@@ -514,7 +516,7 @@ class Simulation:
                     WorkerResult(
                         rank=rank,
                         host=full.hosts[real_host].name,
-                        gpus=host.gpus,
+                        gpus=gpus,
                         samples_per_s=samples / it_s,
                         iteration_time_s=it_s,
                         compute_s=compute,
@@ -525,7 +527,7 @@ class Simulation:
                 )
             ideal += (
                 len(ranks)
-                * host.gpus
+                * gpus
                 * samples_per_s_without_communication(
                     self.model,
                     str(host.gpu),

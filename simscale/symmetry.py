@@ -78,6 +78,8 @@ def reason_for_exact(
         return "an oversubscribed core"
     if trace:
         return "a trace was asked for (it shows every worker)"
+    if layout.shares_hosts:
+        return "several workers per host (they share its NIC)"
     first = layout.hosts[layout.worker_hosts[0]]
     if any(_hardware(layout.hosts[h]) != _hardware(first) for h in layout.worker_hosts):
         return "worker hosts differ"

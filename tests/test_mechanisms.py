@@ -142,3 +142,52 @@ def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
     assert cpu.forward_s[1] == pytest.approx(
         layer_times(TWO_LAYERS, "cpu", "fp32", 4, CostModel()).forward_s[1]
     )
+
+
+def _per_gpu_workers_scenario(workers_per_host: int) -> dict:
+    """Two 4-device worker hosts on 1 Gbit/s NICs and one dedicated server host whose NIC is
+    no limit; one 50 MB array and next to no compute; CPU devices (no GPU copy costs)."""
+    return {
+        "cluster": {
+            "hosts": [
+                {
+                    "count": 2,
+                    "gpus_per_host": 4,
+                    "gpu": "cpu",
+                    "nic_gbps": 1,
+                    "latency_us": 0,
+                    "workers_per_host": workers_per_host,
+                }
+            ],
+            "server_hosts": {"count": 1, "nic_gbps": 1000, "latency_us": 0},
+        },
+        "model": {"arrays": [{"name": "w", "elements": 12_500_000, "fwd_gflops": 1e-6}]},
+        "training": {"batch_per_gpu": 1},
+        "kvstore": {"mode": "dist_sync", "placement": "dedicated", "servers": 1},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+    }
+
+
+@pytest.mark.parametrize("workers_per_host", [1, 2, 4])
+def test_every_worker_of_a_host_pushes_and_pulls_the_model_over_its_nic(
+    workers_per_host: int,
+) -> None:
+    """One worker per host sums its 4 devices' gradients first: 5e7 bytes leave each host
+    (1 Gbit/s = 1.25e8 B/s: 0.4 s), then the updated weights come back (0.4 s): 0.8 s per
+    iteration. With w workers per host each sends its own 5e7 bytes over the shared NIC:
+    w x 0.8 s. Server costs and message overheads are zero, compute ~0."""
+    s = scenario_from_dict(_per_gpu_workers_scenario(workers_per_host))
+    assert s.num_workers == 2 * workers_per_host
+    assert s.gpus_per_worker(0) == 4 // workers_per_host
+    free = CostModel(
+        bandwidth_factor=1.0,
+        message_overhead_us=0.0,
+        server_merge_ns_per_byte=0.0,
+        server_update_ns_per_byte=0.0,
+        server_request_us=0.0,
+    )
+    r = simulate(s, free)
+    assert r.iteration_time_s == pytest.approx(0.8 * workers_per_host, rel=1e-4)
+    assert r.num_gpus == 8 and len(r.per_worker) == 2 * workers_per_host
+    assert {w.gpus for w in r.per_worker} == {4 // workers_per_host}
+    assert r.path == "exact"  # workers sharing a NIC are not reduced to one

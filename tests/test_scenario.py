@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from simscale.cli import main
+from simscale.cluster import layout
 from simscale.config import ConfigError
 from simscale.scenario import load_scenario, scenario_from_dict
 
@@ -159,3 +160,25 @@ def test_defaults_follow_mxnet() -> None:
     assert s.num_servers == 3
     assert s.kvstore.bigarray_bound == 1_000_000
     assert s.kvstore.mode == "dist_sync"
+
+
+def test_workers_per_host_must_divide_the_gpus_and_applies_to_parameter_servers_only() -> None:
+    base = {
+        "cluster": {"hosts": [{"count": 2, "instance": "p3.16xlarge", "workers_per_host": 8}]},
+        "model": "resnet50",
+        "training": {"batch_per_gpu": 32},
+    }
+    s = scenario_from_dict(base)
+    assert (s.num_worker_hosts, s.num_workers, s.num_servers, s.gpus_per_worker(9)) == (2, 16, 2, 1)
+    lay = layout(s)
+    assert lay.worker_hosts == (0,) * 8 + (1,) * 8 and lay.server_hosts == (0, 1)
+    three = {**base, "cluster": {"hosts": [{**base["cluster"]["hosts"][0], "workers_per_host": 3}]}}
+    with pytest.raises(
+        ConfigError, match=r"workers_per_host: got 3, expected a divisor of the host's 8 GPUs"
+    ):
+        scenario_from_dict(three)
+    with pytest.raises(
+        ConfigError,
+        match=r"cluster.hosts\[0\].workers_per_host: got 8 with kvstore.mode 'allreduce'",
+    ):
+        scenario_from_dict({**base, "kvstore": {"mode": "allreduce"}})
