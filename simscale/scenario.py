@@ -112,6 +112,10 @@ class HostGroup:
     # host's GPU count is one worker per GPU, as TensorFlow's parameter_server and
     # PyTorch-style PS jobs run: every GPU pushes and pulls the whole model over the host's NIC.
     workers_per_host: int = field(default=1, metadata=count_in(1, MAX_GPUS_PER_HOST))
+    # How the NIC carries collectives: "tcp" sockets, whose single connection has a throughput
+    # ceiling of its own (costs.connection_gbps), or "rdma" (InfiniBand, RoCE with NCCL's IB
+    # transport), where the NIC moves the bytes and a connection runs at the link's rate.
+    transport: Literal["tcp", "rdma"] = "tcp"
 
     def validate(self) -> None:
         self._validate_hardware()

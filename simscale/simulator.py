@@ -194,7 +194,7 @@ class Simulation:
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
-                connection_Bps=costs.connection_gbps * 1e9 / 8,
+                connection_Bps=0.0 if self._rdma_ring() else costs.connection_gbps * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
             )
 
@@ -252,6 +252,11 @@ class Simulation:
             return 0.0
         rough_s = compute_s + 2 * sum(self.key_bytes) / host.nic_Bps
         return rough_s * rank / len(self.layout.worker_hosts)
+
+    def _rdma_ring(self) -> bool:
+        """Whether every worker host carries the ring over RDMA: then no TCP connection's
+        throughput ceiling applies, only the NIC's share."""
+        return all(g.transport == "rdma" for g in self.scenario.cluster.hosts)
 
     def _jitter(self, rng: np.random.Generator, gpus: int, n_iter: int) -> np.ndarray:
         sigma = self.scenario.simulation.compute_jitter

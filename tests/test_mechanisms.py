@@ -88,6 +88,23 @@ def test_one_connection_caps_the_ring() -> None:
     )
 
 
+def test_an_rdma_ring_has_no_tcp_connection_ceiling() -> None:
+    """The same 2-host ring over RDMA (InfiniBand, RoCE): the 10 Gbit/s ceiling of one TCP
+    connection does not apply, the 100 Gbit/s NIC does: 8 ms again. One TCP host in the ring
+    brings the ceiling back (80 ms)."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["cluster"]["hosts"][0]["transport"] = "rdma"
+    capped = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0, connection_gbps=10.0)
+    assert simulate(scenario_from_dict(data), capped).iteration_time_s == pytest.approx(
+        0.008, rel=1e-6
+    )
+    host = data["cluster"]["hosts"][0]
+    data["cluster"]["hosts"] = [{**host, "count": 1}, {**host, "count": 1, "transport": "tcp"}]
+    assert simulate(scenario_from_dict(data), capped).iteration_time_s == pytest.approx(
+        0.080, rel=1e-6
+    )
+
+
 def test_tensor_overhead_is_paid_per_fused_tensor() -> None:
     """Ten 1000-element arrays fused into one buffer: the coordinator spends 10 x 200 us = 2 ms
     on them before the one all-reduce (40 kB over 12.5 GB/s = 3.2 us)."""
