@@ -13,9 +13,9 @@ import argparse
 import statistics
 import sys
 
-from realrun.emulated_cluster import EmulatedCluster, HostLink
-from realrun.linkprobe import measure_round_trip, measure_throughput
-from realrun.netns import NetnsUnavailable
+from realrun.emulated.emulated_cluster import EmulatedCluster, HostLink
+from realrun.emulated.linkprobe import measure_round_trip, measure_throughput
+from realrun.emulated.netns import NetnsUnavailable
 
 
 def bench_rate(

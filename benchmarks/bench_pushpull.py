@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import zmq
 
-from realrun.kv_worker import KVWorker
-from realrun.launch import child_environ
-from realrun.local_launcher import LocalLauncher
-from realrun.postoffice import Postoffice
-from realrun.roles import NodeEnv
+from realrun.launching.launch import child_environ
+from realrun.launching.local_launcher import LocalLauncher
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.postoffice import Postoffice
+from realrun.ps.roles import NodeEnv
 
 HOST = "127.0.0.1"
 
@@ -89,7 +89,7 @@ class RawEcho:
 NODE = """
 import dataclasses, os, sys
 from realrun import node
-from realrun.roles import node_env
+from realrun.ps.roles import node_env
 env = node_env()
 if os.environ["BENCH_AUTH"] == "0":
     env = dataclasses.replace(env, secret="")

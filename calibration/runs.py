@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.errors import CalibrationError
-from realrun.record import RecordError, RunRecord, load_record
+from realrun.records.record import RecordError, RunRecord, load_record
 from simscale.budget import estimate
 from simscale.config import ConfigError
 from simscale.scenario import MAX_CPU_CORES, Scenario, scenario_from_dict
@@ -62,7 +62,7 @@ def shape_key(s: Scenario) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-AD_HOC_FOLDER = "local"  # realrun.execute.AD_HOC_RECORDS (runs/local)
+AD_HOC_FOLDER = "local"  # realrun.launching.execute.AD_HOC_RECORDS (runs/local)
 
 
 def _record_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -127,7 +127,7 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
         assert record.summary is not None
         sha = hashlib.sha256(f.read_bytes()).hexdigest()
         # The summary is in the scenario's own time: realrun divides every duration by the
-        # dilation it ran under (realrun/record.py, Summary.time_dilation).
+        # dilation it ran under (realrun/records/record.py, Summary.time_dilation).
         runs.append(
             Run(
                 path=str(f),
@@ -145,8 +145,8 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
 
 
 # How realrun moves keys, which the simulator must model to be judged against it:
-# realrun/kv_worker.py's pushpull queues the pull request right behind its push and
-# realrun/kv_server.py parks it until the round's update; realrun/postoffice.py sends by
+# realrun/ps/kv_worker.py's pushpull queues the pull request right behind its push and
+# realrun/ps/kv_server.py parks it until the round's update; realrun/ps/postoffice.py sends by
 # priority (earliest layer first) with at most DEFAULT_WINDOW_BYTES (256 KiB) in flight per
 # server (tests/test_calibration.py checks it).
 REALRUN_SEND_WINDOW_MB = 0.25

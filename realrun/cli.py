@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from realrun.execute import LAUNCHERS
+from realrun.launching.execute import LAUNCHERS
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.outputs import refuse_overwrite
 
@@ -76,14 +76,14 @@ def _launch_arguments(parser: argparse.ArgumentParser, default: str = "local") -
 
 
 def _options(args: argparse.Namespace):
-    from realrun.execute import LaunchOptions
+    from realrun.launching.execute import LaunchOptions
 
     return LaunchOptions(args.launcher, args.hostfile, tuple(args.ssh_option))
 
 
 def _run(args: argparse.Namespace) -> int:
-    from realrun.execute import run_scenario
-    from realrun.netns import NetnsUnavailable
+    from realrun.emulated.netns import NetnsUnavailable
+    from realrun.launching.execute import run_scenario
     from simscale.scenario import ScenarioError
 
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
@@ -127,8 +127,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from realrun.campaign import CampaignError, load_campaign, run_campaign
-    from realrun.netns import NetnsUnavailable
+    from realrun.emulated.netns import NetnsUnavailable
+    from realrun.records.campaign import CampaignError, load_campaign, run_campaign
 
     stop_on_signals()
     try:
@@ -143,7 +143,7 @@ def _campaign(args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from realrun.netns import NetnsUnavailable, cleanup_leftovers
+    from realrun.emulated.netns import NetnsUnavailable, cleanup_leftovers
 
     try:
         deleted = cleanup_leftovers(force=args.force)

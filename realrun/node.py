@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from realrun.launch import PARENT_PID_VARIABLE
-from realrun.roles import NodeEnv, RoleError, node_env
+from realrun.launching.launch import PARENT_PID_VARIABLE
+from realrun.ps.roles import NodeEnv, RoleError, node_env
 from simscale.lifetime import EXIT_ORPHANED, exit_with_parent, parent_from_environ
 
 log = logging.getLogger("realrun.node")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_scheduler(env: NodeEnv) -> int:
-    from realrun.scheduler import Scheduler
+    from realrun.ps.scheduler import Scheduler
 
     def emit(event: dict[str, Any]) -> None:
         try:
@@ -78,9 +78,9 @@ def run_scheduler(env: NodeEnv) -> int:
 
 
 def run_server(env: NodeEnv) -> int:
-    from realrun.kv_server import KVServer
-    from realrun.postoffice import Postoffice
-    from realrun.tracker import JobAborted
+    from realrun.ps.kv_server import KVServer
+    from realrun.ps.postoffice import Postoffice
+    from realrun.ps.tracker import JobAborted
 
     server = KVServer(env.num_workers)
     po = Postoffice(env, handler=server.handle)
@@ -103,14 +103,14 @@ def run_worker(
 ) -> int:
     import torch
 
-    from realrun import torch_models
-    from realrun.compute_profile import ComputeProfile
-    from realrun.kv_worker import KVWorker
-    from realrun.postoffice import Postoffice
-    from realrun.replay import ReplayTrainer
-    from realrun.timeline import rank_tracing
-    from realrun.tracker import JobAborted
-    from realrun.training import Trainer
+    from realrun.ps.kv_worker import KVWorker
+    from realrun.ps.postoffice import Postoffice
+    from realrun.ps.tracker import JobAborted
+    from realrun.records.timeline import rank_tracing
+    from realrun.training import torch_models
+    from realrun.training.compute_profile import ComputeProfile
+    from realrun.training.replay import ReplayTrainer
+    from realrun.training.worker_loop import Trainer
     from simscale.scenario import load_scenario
 
     po = Postoffice(env)
@@ -127,7 +127,7 @@ def run_worker(
                 profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
                 trainer = ReplayTrainer(kv, plan, profile, scenario.realrun.dilation)
             else:  # times of the scenario's GPU from the simulator's compute model
-                from realrun.emulated_compute import EmulatedTrainer, emulated_device
+                from realrun.training.emulated_compute import EmulatedTrainer, emulated_device
 
                 device = emulated_device(scenario, rank)
                 trainer = EmulatedTrainer(
@@ -155,8 +155,8 @@ def run_worker(
 
 def plan_from_scenario(scenario: Any, rank: int):
     """The worker's TrainPlan, big-array bound and 2-bit threshold (None: no compression)."""
-    from realrun.optimizer import SGD
-    from realrun.training import TrainPlan
+    from realrun.ps.optimizer import SGD
+    from realrun.training.worker_loop import TrainPlan
 
     kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
     if not kv.mode.startswith("dist_"):

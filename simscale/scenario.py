@@ -319,7 +319,8 @@ class RealrunConfig:
 
     compute: Literal["real", "emulated"] = "real"
     # Where emulated compute takes its per-layer times: "measured" on this machine's device
-    # (realrun.compute_profile), "model" for the scenario's GPU (simscale.compute), "auto" =
+    # (realrun.training.compute_profile), "model" for the scenario's GPU (simscale.compute), "auto"
+    # =
     # measured when the workers' GPU is "cpu" (the device here), model for an accelerator.
     compute_times: Literal["auto", "measured", "model"] = "auto"
     dilation: float = field(default=1.0, metadata=between(1.0, 10_000.0))

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from realrun.kv_server import KVServer
-from realrun.postoffice import Postoffice
-from realrun.roles import NodeEnv
-from realrun.scheduler import Scheduler
+from realrun.ps.kv_server import KVServer
+from realrun.ps.postoffice import Postoffice
+from realrun.ps.roles import NodeEnv
+from realrun.ps.scheduler import Scheduler
 
 JOIN_LIMIT_S = 20.0
 TEST_SECRET = "7e57" * 16  # the job's secret (realrun.auth); "" runs unauthenticated

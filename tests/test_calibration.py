@@ -13,7 +13,13 @@ from calibration.fit import fit
 from calibration.published import PUBLISHED_DIR
 from calibration.runs import as_realrun_ran, load_runs
 from calibration.validate import cross_validate
-from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize, write_record
+from realrun.records.record import (
+    SCHEMA_VERSION,
+    IterationTiming,
+    RunRecord,
+    summarize,
+    write_record,
+)
 from simscale.cli import main
 from simscale.costs import CostModel
 from simscale.profile import load_profile
@@ -300,7 +306,7 @@ def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
 def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
     """Runs are simulated with realrun's send window and push acknowledgement."""
     from calibration.runs import REALRUN_SEND_WINDOW_MB
-    from realrun.postoffice import DEFAULT_WINDOW_BYTES
+    from realrun.ps.postoffice import DEFAULT_WINDOW_BYTES
 
     assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES
     s = as_realrun_ran(SHAPES[0])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from realrun.launch import child_environ
+from realrun.launching.launch import child_environ
 from simscale.lifetime import PARENT_POLL_S
 
 ROOT = Path(__file__).resolve().parent.parent

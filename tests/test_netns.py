@@ -24,14 +24,14 @@ from typing import TypeVar
 
 import pytest
 
-from realrun import emulated_cluster as ec
-from realrun import netns
-from realrun.delay_wire import DelayWire
-from realrun.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
-from realrun.linkprobe import Throughput, measure_round_trip, measure_throughput
-from realrun.machine_load import MAX_CPU_BUSY, LoadSampler
-from realrun.machine_load import verdict as load_verdict
-from realrun.shaping import (
+from realrun.emulated import emulated_cluster as ec
+from realrun.emulated import netns
+from realrun.emulated.delay_wire import DelayWire
+from realrun.emulated.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
+from realrun.emulated.linkprobe import Throughput, measure_round_trip, measure_throughput
+from realrun.emulated.machine_load import MAX_CPU_BUSY, LoadSampler
+from realrun.emulated.machine_load import verdict as load_verdict
+from realrun.emulated.shaping import (
     MIN_QUEUE_TSO_FRAMES,
     TSO_FRAME_BYTES,
     dilate,
@@ -449,7 +449,7 @@ def test_cleanup_leftovers_removes_dead_runs_but_not_live_ones(root_untouched: N
 LAUNCHER_CODE = textwrap.dedent(
     """
     import time
-    from realrun.emulated_cluster import EmulatedCluster, HostLink
+    from realrun.emulated.emulated_cluster import EmulatedCluster, HostLink
     cluster = EmulatedCluster([HostLink("a", 100.0, 100.0), HostLink("b", 100.0, 100.0)])
     cluster.start()
     print(cluster.prefix, flush=True)
@@ -499,7 +499,8 @@ def test_a_sigkilled_launchers_namespaces_are_leftovers_to_clean(
     root_untouched: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SIGKILL runs no handler: the wires see their lifeline close and exit by themselves; the
-    namespaces stay until ``python -m realrun.netns`` cleans them, knowing their owner dead."""
+    namespaces stay until ``python -m realrun.emulated.netns`` cleans them, knowing their owner
+    dead."""
     launcher, prefix = _start_launcher()
     try:
         launcher.kill()

@@ -11,8 +11,8 @@ import pytest
 
 from calibration.errors import CalibrationError
 from calibration.runs import _record_files
-from realrun.execute import AD_HOC_RECORDS, default_record_path, record_name
-from realrun.launch import child_environ
+from realrun.launching.execute import AD_HOC_RECORDS, default_record_path, record_name
+from realrun.launching.launch import child_environ
 from simscale.cli import main
 from simscale.scenario import load_scenario
 

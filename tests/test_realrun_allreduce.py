@@ -14,12 +14,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from realrun import torch_models
 from realrun.allreduce.fusion import agreed_order, fuse
 from realrun.allreduce.layout import RankSlot, process_layout
 from realrun.allreduce.trainer import AllreducePlan, AllreduceTrainer, sgd_step
-from realrun.optimizer import SGD
-from realrun.training import batch_seed
+from realrun.ps.optimizer import SGD
+from realrun.training import torch_models
+from realrun.training.worker_loop import batch_seed
 from simscale.scenario import scenario_from_dict
 
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-3

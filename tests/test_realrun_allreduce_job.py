@@ -26,9 +26,9 @@ from test_realrun_cluster import (
 from realrun.allreduce.job import AllreduceJob
 from realrun.allreduce.worker import plan_from_scenario
 from realrun.cli import main as realrun_main
-from realrun.execute import LaunchOptions, run_scenario
-from realrun.local_launcher import LocalLauncher
-from realrun.record import load_record
+from realrun.launching.execute import LaunchOptions, run_scenario
+from realrun.launching.local_launcher import LocalLauncher
+from realrun.records.record import load_record
 from simscale.scenario import load_scenario
 from simscale.trace import overlapping
 

@@ -19,8 +19,8 @@ from realrun.allreduce.membership import (
     prove_membership,
 )
 from realrun.allreduce.rendezvous import STORE_EVENTS_KEY, dist_env
-from realrun.local_launcher import LocalLauncher
-from realrun.roles import RoleError
+from realrun.launching.local_launcher import LocalLauncher
+from realrun.ps.roles import RoleError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = str(ROOT / "scenarios" / "cpu-2x2-allreduce.yaml")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from realrun import auth
-from realrun.message import Kind, Message, MessageError, decode, encode
+from realrun.ps.message import Kind, Message, MessageError, decode, encode
 
 KEY = auth.parse_secret("ab" * 32)
 
@@ -71,7 +71,7 @@ def test_a_non_finite_header_value_is_a_message_error() -> None:
 )
 def test_an_optimizer_outside_the_scenarios_ranges_is_refused(name, value) -> None:
     """Even a member cannot CONFIGURE a learning rate of 1e30 (issue 13)."""
-    from realrun.optimizer import SGD
+    from realrun.ps.optimizer import SGD
 
     good = {"learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.0, "rescale_grad": 0.5}
     assert SGD.from_dict(good) == SGD(0.1, 0.9, 0.0, 0.5)

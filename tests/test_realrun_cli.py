@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from realrun.launch import child_environ
-from realrun.record import load_record
+from realrun.launching.launch import child_environ
+from realrun.records.record import load_record
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "cpu-2x2-sync.yaml"

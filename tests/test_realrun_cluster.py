@@ -23,14 +23,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from realrun import cli, netns
-from realrun.campaign import CampaignError, done_already, load_campaign
-from realrun.emulated_compute import emulated_device, synthetic_gradients
-from realrun.execute import LaunchOptions, check_runnable, run_scenario
-from realrun.machine_load import LoadSample, read_cpu_ticks, verdict
-from realrun.netns_launcher import NetnsLauncher, host_links
-from realrun.record import load_record
-from realrun.ssh_launcher import SshLauncher, read_hostfile, remote_command, stdin_payload
+from realrun import cli
+from realrun.emulated import netns
+from realrun.emulated.machine_load import LoadSample, read_cpu_ticks, verdict
+from realrun.launching.execute import LaunchOptions, check_runnable, run_scenario
+from realrun.launching.netns_launcher import NetnsLauncher, host_links
+from realrun.launching.ssh_launcher import SshLauncher, read_hostfile, remote_command, stdin_payload
+from realrun.records.campaign import CampaignError, done_already, load_campaign
+from realrun.records.record import load_record
+from realrun.training.emulated_compute import emulated_device, synthetic_gradients
 from simscale.cluster import layout
 from simscale.compute import layer_times
 from simscale.costs import CostModel
@@ -480,7 +481,7 @@ def test_the_ssh_launcher_runs_a_job_through_this_machines_sshd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "5e" * 32
-    monkeypatch.setattr("realrun.job.secrets.token_hex", lambda n: secret)
+    monkeypatch.setattr("realrun.launching.job.secrets.token_hex", lambda n: secret)
     seen = _argv_watch(secret)
     with local_sshd(tmp_path) as options, seen:
         record, _ = run_scenario(
@@ -584,9 +585,9 @@ def test_emulated_iterations_last_the_replayed_compute_when_communication_is_fre
     34.3 ms per iteration, times the dilation 2. Every key reaches the servers each iteration."""
     from realrun_inprocess import InProcessJob
 
-    from realrun.emulated_compute import EmulatedTrainer
-    from realrun.kv_worker import KVWorker
-    from realrun.optimizer import SGD
+    from realrun.ps.kv_worker import KVWorker
+    from realrun.ps.optimizer import SGD
+    from realrun.training.emulated_compute import EmulatedTrainer
 
     scenario = load_scenario(
         MLP_COLOCATED,

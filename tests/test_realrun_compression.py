@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from realrun.compression import compress, decompress, words_for
+from realrun.ps.compression import compress, decompress, words_for
 
 
 def test_values_at_or_beyond_the_threshold_become_plus_or_minus_threshold_the_rest_zero():

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from realrun.message import Kind, Message
-from realrun.msgtrace import HEADER, TRACE_DIR_VARIABLE
-from realrun.net_counters import device_tx_dropped, leaf_qdisc, tcp_counters
-from realrun.postoffice import Postoffice
-from realrun.roles import NodeEnv
-from realrun.tracker import Handle
+from realrun.emulated.net_counters import device_tx_dropped, leaf_qdisc, tcp_counters
+from realrun.ps.message import Kind, Message
+from realrun.ps.postoffice import Postoffice
+from realrun.ps.roles import NodeEnv
+from realrun.ps.tracker import Handle
+from realrun.records.msgtrace import HEADER, TRACE_DIR_VARIABLE
 
 # What `tc -s -j qdisc show dev eth0` prints for the emulated NIC: a root HTB and its bfifo.
 TC_JSON = json.dumps(

@@ -8,12 +8,12 @@ import time
 import pytest
 from realrun_inprocess import InProcessJob
 
-from realrun import torch_models
-from realrun.compute_profile import ComputeProfile, LayerTime, measure
-from realrun.kv_worker import KVWorker
-from realrun.optimizer import SGD
-from realrun.replay import ReplayTrainer
-from realrun.training import TrainPlan
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.optimizer import SGD
+from realrun.training import torch_models
+from realrun.training.compute_profile import ComputeProfile, LayerTime, measure
+from realrun.training.replay import ReplayTrainer
+from realrun.training.worker_loop import TrainPlan
 
 
 def test_the_mlp_profile_has_its_three_layers_and_gradients_from_the_last_layer_first():

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from realrun_inprocess import InProcessJob
 
-from realrun.job import Job
-from realrun.kv_server import KVServer
-from realrun.kv_worker import KVWorker
-from realrun.launch import node_command
-from realrun.local_launcher import LocalLauncher
-from realrun.postoffice import Postoffice
-from realrun.roles import NodeEnv
-from realrun.scheduler import Scheduler
-from realrun.tracker import JobAborted
+from realrun.launching.job import Job
+from realrun.launching.launch import node_command
+from realrun.launching.local_launcher import LocalLauncher
+from realrun.ps.kv_server import KVServer
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.postoffice import Postoffice
+from realrun.ps.roles import NodeEnv
+from realrun.ps.scheduler import Scheduler
+from realrun.ps.tracker import JobAborted
 
 SCENARIO = str(Path(__file__).resolve().parent.parent / "scenarios" / "cpu-2x2-sync.yaml")
 DEATH_TO_END_LIMIT_S = 10.0

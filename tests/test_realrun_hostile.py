@@ -20,9 +20,9 @@ import zmq
 from realrun_inprocess import TEST_SECRET, InProcessJob
 
 from realrun import auth
-from realrun.kv_worker import KVWorker
-from realrun.message import Kind, Message, encode
-from realrun.optimizer import SGD
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.message import Kind, Message, encode
+from realrun.ps.optimizer import SGD
 
 N_SPLIT, N_SMALL = 1500, 7  # key 0 is split over both servers (bound 1000), key 1 is not
 ROUNDS = 12
@@ -171,7 +171,7 @@ class LateMember:
         self.job = job
 
     def __call__(self, servers: tuple[str, ...]) -> None:
-        from realrun.van import Van
+        from realrun.ps.van import Van
 
         van = Van(auth.parse_secret(TEST_SECRET))
         try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from realrun.kv_server import KVServer
-from realrun.message import Kind, Message
-from realrun.optimizer import SGD
-from realrun.van import Incoming
+from realrun.ps.kv_server import KVServer
+from realrun.ps.message import Kind, Message
+from realrun.ps.optimizer import SGD
+from realrun.ps.van import Incoming
 
 W0, W1 = b"w0", b"w1"
 

@@ -7,10 +7,10 @@ import pytest
 import zmq
 from realrun_inprocess import InProcessJob
 
-from realrun.kv_worker import KVWorker
-from realrun.message import Kind, Message, encode
-from realrun.optimizer import SGD
-from realrun.tracker import Handle, RequestFailed
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.message import Kind, Message, encode
+from realrun.ps.optimizer import SGD
+from realrun.ps.tracker import Handle, RequestFailed
 from simscale.sharding import assign_key
 
 BOUND = 1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from realrun.message import HEADER_BYTES, Flag, Kind, Message, MessageError, decode, encode
+from realrun.ps.message import HEADER_BYTES, Flag, Kind, Message, MessageError, decode, encode
 
 
 def test_a_push_round_trips_with_its_array_as_a_view_of_the_frame():

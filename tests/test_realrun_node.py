@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from realrun.node import plan_from_scenario
-from realrun.roles import RoleError, node_env
+from realrun.ps.roles import RoleError, node_env
 from simscale.scenario import load_scenario
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "cpu-2x2-sync.yaml"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from realrun.message import Kind, Message
-from realrun.postoffice import Postoffice
-from realrun.roles import NodeEnv
-from realrun.tracker import Handle
+from realrun.ps.message import Kind, Message
+from realrun.ps.postoffice import Postoffice
+from realrun.ps.roles import NodeEnv
+from realrun.ps.tracker import Handle
 
 MB = 1 << 20
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from realrun.record import (
+from realrun.records.record import (
     SCHEMA_VERSION,
     IterationTiming,
     RecordError,

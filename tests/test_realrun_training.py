@@ -7,10 +7,10 @@ import pytest
 import torch
 from realrun_inprocess import InProcessJob
 
-from realrun import torch_models
-from realrun.kv_worker import KVWorker
-from realrun.optimizer import SGD
-from realrun.training import Trainer, TrainPlan, batch_seed
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.optimizer import SGD
+from realrun.training import torch_models
+from realrun.training.worker_loop import Trainer, TrainPlan, batch_seed
 
 WORKERS, SERVERS = 2, 2
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-3

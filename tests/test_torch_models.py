@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is in the realrun extra")
 from torch import nn  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from realrun import torch_models  # noqa: E402
+from realrun.training import torch_models  # noqa: E402
 from simscale import zoo  # noqa: E402
 
 ALL_MODELS = zoo.names()

@@ -10,10 +10,10 @@ from realrun_inprocess import InProcessJob
 from test_realrun_allreduce import train_in_threads
 from test_realrun_training import plan as ps_plan
 
-from realrun import torch_models
-from realrun.kv_worker import KVWorker
-from realrun.timeline import merge
-from realrun.training import Trainer
+from realrun.ps.kv_worker import KVWorker
+from realrun.records.timeline import merge
+from realrun.training import torch_models
+from realrun.training.worker_loop import Trainer
 from simscale.cli import main as simscale_main
 from simscale.scenario import scenario_from_dict
 from simscale.simulator import Simulation

@@ -32,7 +32,7 @@ from realrun import safejson
 from realrun.allreduce.membership import ReportVerifier
 from realrun.allreduce.rendezvous import STORE_EVENTS_KEY, heartbeat_key
 from realrun.auth import SECRET_VARIABLE, parse_secret
-from realrun.roles import (
+from realrun.ps.roles import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_START_TIMEOUT_S,
     HEARTBEAT_INTERVAL_S,

@@ -1,4 +1,5 @@
-"""``realrun run`` for ``kvstore.mode: allreduce``: the PS job's life cycle (``realrun.job``)
+"""``realrun run`` for ``kvstore.mode: allreduce``: the PS job's life cycle
+(``realrun.launching.job``)
 with the coordinator in the scheduler's place and one rank per process of the layout.
 
 Everything else is the PS job's: the launcher (local, netns, ssh) places the coordinator on the
@@ -17,16 +18,16 @@ from typing import Any
 
 from realrun.allreduce.layout import process_layout
 from realrun.allreduce.rendezvous import DistEnv
-from realrun.job import Job
-from realrun.launch import NodeProcess
-from realrun.timeline import RANK_TRACE_VARIABLE
+from realrun.launching.job import Job
+from realrun.launching.launch import NodeProcess
+from realrun.records.timeline import RANK_TRACE_VARIABLE
 
 
 class AllreduceJob(Job):
     """One all-reduce run of ``scenario_path`` through ``launcher``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        """The arguments of ``realrun.job.Job``."""
+        """The arguments of ``realrun.launching.job.Job``."""
         super().__init__(*args, **kwargs)
         self.slots = process_layout(self.scenario)
         self.num_workers = len(self.slots)  # ranks: one per host, or one per GPU (ring)

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from realrun.auth import SECRET_VARIABLE, parse_secret
-from realrun.roles import (
+from realrun.ps.roles import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_START_TIMEOUT_S,
     RoleError,

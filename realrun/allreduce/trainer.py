@@ -2,13 +2,13 @@
 all-reduced as backward produces them, and each layer's next forward waiting only for its own
 gradient's reduction.
 
-The shape is realrun's PS trainer (``realrun.training``) with the servers taken out: a
+The shape is realrun's PS trainer (``realrun.training.worker_loop``) with the servers taken out: a
 post-accumulate-grad hook hands each gradient to the communication thread the moment it exists
 (summed first over this process's replicas: the intra-host reduce of hierarchical all-reduce),
 the thread runs Horovod's cycle (``realrun.allreduce.fusion``) and all-reduces fused buffers,
 and a forward pre-hook applies the update of a module's parameters once their sums are back.
 The update is the PS servers' rule, SGD with momentum and ``rescale_grad = 1/GPUs``
-(``realrun.optimizer.SGD``), applied by every rank to its own copy: the sum all-reduced is the
+(``realrun.ps.optimizer.SGD``), applied by every rank to its own copy: the sum all-reduced is the
 sum a server would hold, so the weights are the PS run's weights.
 """
 
@@ -26,10 +26,10 @@ import torch.distributed as dist
 
 from realrun.allreduce.fusion import agreed_order, fuse
 from realrun.allreduce.rendezvous import backend_for
-from realrun.optimizer import SGD
-from realrun.record import IterationTiming
-from realrun.timeline import WAIT_THREAD, SpanRecorder
-from realrun.training import (
+from realrun.ps.optimizer import SGD
+from realrun.records.record import IterationTiming
+from realrun.records.timeline import WAIT_THREAD, SpanRecorder
+from realrun.training.worker_loop import (
     PULL_WAIT_LIMIT_S,
     WAIT_SPAN_MIN_S,
     build_replicas,
@@ -63,7 +63,7 @@ class AllreducePlan:
 
 
 def sgd_step(opt: SGD, weight: torch.Tensor, grad: torch.Tensor, state: torch.Tensor | None):
-    """``realrun.optimizer.SGD.update`` on torch tensors, in place: the same rule
+    """``realrun.ps.optimizer.SGD.update`` on torch tensors, in place: the same rule
     (state = momentum*state - lr*(wd*w + rescale*g); w += state), on the weight's device."""
     step = grad * opt.rescale_grad
     if opt.weight_decay:
@@ -89,7 +89,8 @@ def rank_devices(plan: AllreducePlan) -> list[torch.device]:
 
 
 class AllreduceTrainer:
-    """Trains ``plan.model`` with the ranks of ``group``; ``models`` is ``realrun.torch_models``
+    """Trains ``plan.model`` with the ranks of ``group``; ``models`` is
+    ``realrun.training.torch_models``
     (build/synthetic_batch/loss)."""
 
     def __init__(

@@ -9,7 +9,7 @@ Started by ``realrun run`` (any launcher) or by any PyTorch launcher that sets `
 Under realrun's launchers (``REALRUN_STORE_HOSTED=1``) the rank reports its environment, every
 iteration and its end through the job's store to the coordinator, and beats a heartbeat there;
 otherwise it prints the same reports as JSON lines on stdout. With ``REALRUN_TRACE=1`` it also
-reports its measured timeline (``realrun.timeline``).
+reports its measured timeline (``realrun.records.timeline``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from realrun.allreduce.rendezvous import (
     dist_env,
     heartbeat_key,
 )
-from realrun.roles import HEARTBEAT_INTERVAL_S, RoleError
-from realrun.timeline import rank_tracing
+from realrun.ps.roles import HEARTBEAT_INTERVAL_S, RoleError
+from realrun.records.timeline import rank_tracing
 
 log = logging.getLogger("realrun.allreduce.worker")
 
@@ -144,9 +144,9 @@ def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[
     """The scenario's plan for this rank, its process group and its trainer."""
     import torch
 
-    from realrun import torch_models
     from realrun.allreduce.rendezvous import backend_for, process_group
     from realrun.allreduce.trainer import AllreduceTrainer, rank_devices
+    from realrun.training import torch_models
     from simscale.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, overrides)
@@ -167,7 +167,7 @@ def plan_from_scenario(scenario: Any, rank: int, world_size: int, local_rank: in
     from realrun.allreduce.layout import process_layout
     from realrun.allreduce.trainer import AllreducePlan
     from realrun.node import check_compute
-    from realrun.optimizer import SGD
+    from realrun.ps.optimizer import SGD
 
     kv, tr, rr, sim = scenario.kvstore, scenario.training, scenario.realrun, scenario.simulation
     if kv.mode != "allreduce":

@@ -144,7 +144,7 @@ class Stream:
         on_arrival()
         if 0 < self.window_bytes < math.inf:
             # A byte window is credited back by the receiver's acknowledgement
-            # (realrun/postoffice.py counts unacknowledged bytes).
+            # (realrun/ps/postoffice.py counts unacknowledged bytes).
             if self.ack is not None:
                 self.ack(lambda: self._release(nbytes))
             else:

@@ -1,8 +1,9 @@
 """Small models for real-backend tests on a CPU: cheap to train, with keys of mixed sizes.
 
-Not from a publication: they are defined here (and, identically, in ``realrun/torch_models.py``)
-so that a whole parameter-server run with a few workers takes seconds on one machine. Each has at
-least one array above 100 k elements so that a lowered ``bigarray_bound`` splits it across servers.
+Not from a publication: they are defined here (and, identically, in
+``realrun/training/torch_models.py``) so that a whole parameter-server run with a few workers takes
+seconds on one machine. Each has at least one array above 100 k elements so that a lowered
+``bigarray_bound`` splits it across servers.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from realrun import compression
-from realrun.message import Flag, Kind, Message
-from realrun.optimizer import SGD
-from realrun.postoffice import Postoffice, server_peer
-from realrun.tracker import Handle
+from realrun.ps import compression
+from realrun.ps.message import Flag, Kind, Message
+from realrun.ps.optimizer import SGD
+from realrun.ps.postoffice import Postoffice, server_peer
+from realrun.ps.tracker import Handle
 from simscale.sharding import DEFAULT_BIGARRAY_BOUND, Slice, assign_key
 
 

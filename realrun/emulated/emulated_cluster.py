@@ -2,8 +2,10 @@
 
 Topology: host i lives in namespace ``<prefix>-h<i>`` with loopback and a NIC ``eth0``; a switch
 namespace ``<prefix>-sw`` holds a Linux bridge ``br0`` with one port ``h<i>`` per host. Both NIC
-ends are TAP devices joined by the host's delay wire (``realrun.delay_wire``), which adds the
-host's one-way latency in each direction; HTB on the egress of each end (``realrun.shaping``)
+ends are TAP devices joined by the host's delay wire (``realrun.emulated.delay_wire``), which adds
+the
+host's one-way latency in each direction; HTB on the egress of each end
+(``realrun.emulated.shaping``)
 gives the full-duplex rate: ``eth0`` shapes host->switch, ``h<i>`` shapes switch->host.
 
 Latency convention: ``HostLink.latency_us`` is the one-way latency of that host's NIC, paid on
@@ -12,7 +14,7 @@ the way out and on the way in. A message from A to B waits lat(A) + lat(B); a ro
 nothing is connected to the root namespace, so no emulated packet can leave the machine.
 
 Every cluster is torn down by ``close()`` (the context manager calls it), by an atexit hook,
-and on SIGINT/SIGTERM of the launcher; ``realrun.netns.cleanup_leftovers`` removes what a
+and on SIGINT/SIGTERM of the launcher; ``realrun.emulated.netns.cleanup_leftovers`` removes what a
 SIGKILLed launcher left behind.
 """
 
@@ -33,9 +35,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from realrun import delay_wire
-from realrun.net_counters import HostCounters, read_qdisc, read_tcp
-from realrun.netns import (
+from realrun.emulated import delay_wire
+from realrun.emulated.net_counters import HostCounters, read_qdisc, read_tcp
+from realrun.emulated.netns import (
     PROJECT_TAG,
     NetnsUnavailable,
     RunPrefix,
@@ -45,7 +47,7 @@ from realrun.netns import (
     require_netns_support,
     run_command,
 )
-from realrun.shaping import dilate, kernel_hz, link_shape, tc_commands
+from realrun.emulated.shaping import dilate, kernel_hz, link_shape, tc_commands
 
 HOST_DEVICE = "eth0"
 BRIDGE = "br0"
@@ -111,7 +113,7 @@ def python_module_argv(module: str, *args: str) -> list[str]:
 def python_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """An environment in which a child Python can import this checkout's ``realrun``."""
     env = dict(os.environ if base is None else base)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # realrun/emulated/ -> the checkout
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
 
@@ -234,7 +236,7 @@ class EmulatedCluster:
 
     def _start_wire(self, host: EmulatedHost, port: str) -> None:
         argv = python_module_argv(
-            "realrun.delay_wire",
+            "realrun.emulated.delay_wire",
             *("--host-dev", HOST_DEVICE, "--switch-netns", self.switch_namespace),
             *("--switch-dev", port, "--delay-us", repr(host.link.latency_us)),
         )

@@ -3,7 +3,8 @@
 Each emulated host's NIC is a TAP pair: ``eth0`` in the host's namespace and ``h<i>`` on the
 switch's bridge. This process holds both, and hands every frame read from one to the other
 ``delay`` seconds after it arrived, in both directions; that delay is the host's one-way NIC
-latency. It exists because the kernel has no ``sch_netem`` (see ``realrun.shaping``). Rate is
+latency. It exists because the kernel has no ``sch_netem`` (see ``realrun.emulated.shaping``). Rate
+is
 not its business: HTB on each tap's egress has already paced the frames it reads, so what it
 holds is at most rate x delay bytes, and a FIFO per direction suffices because every frame
 of a direction waits the same time.
@@ -12,7 +13,8 @@ The taps advertise TSO and carry virtio-net headers, so TCP hands over 64 KiB su
 a Gbit/s link costs a few thousand frames a second, which Python moves comfortably. The header
 read from one tap is valid as is for the other, so frames are never parsed.
 
-Run as ``python -m realrun.delay_wire`` inside the host's namespace (``EmulatedCluster`` does).
+Run as ``python -m realrun.emulated.delay_wire`` inside the host's namespace (``EmulatedCluster``
+does).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """How an emulated host's NIC is shaped with tc: rate by HTB, queue bounded in bytes.
 
 Rate lives in the kernel (an HTB class on the egress of each end of the host's link); the
-one-way latency is added by the host's delay wire (``realrun.delay_wire``), because the kernels
+one-way latency is added by the host's delay wire (``realrun.emulated.delay_wire``), because the
+kernels
 this project runs on are built without ``sch_netem`` (and without ``fq``/``etf``, the qdiscs
 that honour an skb departure time), so no qdisc can hold a packet for a fixed time.
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from realrun.execute import LaunchOptions, run_scenario
-from realrun.machine_load import read_cpu_ticks
-from realrun.record import RecordError, load_record
+from realrun.emulated.machine_load import read_cpu_ticks
+from realrun.launching.execute import LaunchOptions, run_scenario
+from realrun.records.record import RecordError, load_record
 from simscale.config import ConfigError, read_yaml
 
 INVALID_RETRIES = 1  # a run marked invalid is tried this many more times

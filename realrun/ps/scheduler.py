@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from realrun.message import Kind, Message
-from realrun.roles import HEARTBEAT_INTERVAL_S, NodeEnv
-from realrun.van import RateLimitedLog, Van
+from realrun.ps.message import Kind, Message
+from realrun.ps.roles import HEARTBEAT_INTERVAL_S, NodeEnv
+from realrun.ps.van import RateLimitedLog, Van
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from realrun import compression
-from realrun.message import Flag, Kind, Message
-from realrun.optimizer import SGD
-from realrun.postoffice import worker_rank_of
-from realrun.van import Incoming
+from realrun.ps import compression
+from realrun.ps.message import Flag, Kind, Message
+from realrun.ps.optimizer import SGD
+from realrun.ps.postoffice import worker_rank_of
+from realrun.ps.van import Incoming
 
 log = logging.getLogger(__name__)
 

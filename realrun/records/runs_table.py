@@ -1,4 +1,4 @@
-"""``python -m realrun.runs_table DIR``: one line per configuration of a campaign's records.
+"""``python -m realrun.records.runs_table DIR``: one line per configuration of a campaign's records.
 
 Loads (and so validates) every record in DIR, groups the repeats of a configuration (file
 ``<name>__r<k>.json``) and prints the cluster shape, the median iteration in the scenario's
@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from realrun.record import RunRecord, load_record
+from realrun.records.record import RunRecord, load_record
 
 _REPEAT = re.compile(r"^(?P<config>.+)__r(?P<k>\d+)$")
 

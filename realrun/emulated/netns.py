@@ -159,7 +159,8 @@ def cleanup_leftovers(tag: str = PROJECT_TAG, *, force: bool = False) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m realrun.netns``: delete leftovers of dead (or, with --force, all) runs."""
+    """``python -m realrun.emulated.netns``: delete leftovers of dead (or, with --force, all)
+    runs."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from realrun.kv_worker import KVWorker
-from realrun.optimizer import SGD
-from realrun.record import IterationTiming
-from realrun.timeline import WAIT_THREAD, SpanRecorder
-from realrun.tracker import Handle
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.optimizer import SGD
+from realrun.ps.tracker import Handle
+from realrun.records.record import IterationTiming
+from realrun.records.timeline import WAIT_THREAD, SpanRecorder
 
 # A pull that takes this long means the job is wedged; the Postoffice normally fails handles
 # much sooner (heartbeats), this only bounds the wait if everything else has failed.
@@ -75,7 +75,8 @@ def initialise_keys(
 ) -> float:
     """MXNet's start of training: worker 0 configures the servers and pushes the initial
     values, everyone meets at a barrier, then every worker pulls them into ``buffers``.
-    Returns the wall clock just after the barrier (``realrun.timeline`` aligns clocks by it)."""
+    Returns the wall clock just after the barrier (``realrun.records.timeline`` aligns clocks by
+    it)."""
     kv.configure(plan.sync, plan.optimizer).wait(INIT_WAIT_LIMIT_S)
     for h in [kv.init(k, v) for k, v in enumerate(values)]:
         h.wait(INIT_WAIT_LIMIT_S)
@@ -192,7 +193,7 @@ class Trainer:
         self._lock = threading.Lock()
         self._wait_s = 0.0
         self._iteration = 0
-        self.recorder = SpanRecorder(kv.rank)  # the measured timeline (realrun.timeline)
+        self.recorder = SpanRecorder(kv.rank)  # the measured timeline (realrun.records.timeline)
 
     def describe(self) -> dict:
         """The compute side of the environment, for the run record."""

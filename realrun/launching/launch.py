@@ -1,6 +1,7 @@
 """How a role is started: its argv and environment, independent of where it runs.
 
-A launcher strategy (``realrun.local_launcher`` here; network namespaces, ssh later) decides
+A launcher strategy (``realrun.launching.local_launcher`` here; network namespaces, ssh later)
+decides
 *where*: it receives ``start(role, rank, argv, env)`` and returns a handle to the process.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import realrun
-from realrun.roles import NodeEnv
+from realrun.ps.roles import NodeEnv
 
 
 @dataclass(frozen=True)

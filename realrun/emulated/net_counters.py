@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
-from realrun.netns import run_command
+from realrun.emulated.netns import run_command
 
 # /proc/net/snmp and /proc/net/netstat fields kept (Linux names): segments sent and
 # retransmitted, timeouts (RTO fired), and the recoveries that avoided one.

@@ -5,7 +5,8 @@ microbenchmarks (what do link bandwidth and latency really look like to a TCP us
 are plain Python sockets started inside the two hosts' namespaces, so the figures include the
 kernel TCP stack, exactly as zmq traffic will. Every run is bounded in bytes and in time.
 
-The in-namespace ends run as ``python -m realrun.linkprobe ROLE ...`` and print one JSON line.
+The in-namespace ends run as ``python -m realrun.emulated.linkprobe ROLE ...`` and print one JSON
+line.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from realrun.emulated_cluster import (
+from realrun.emulated.emulated_cluster import (
     TERM_GRACE_S,
     EmulatedCluster,
     EmulatedHost,

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from realrun.auth import SECRET_VARIABLE
-from realrun.launch import project_root
-from realrun.local_launcher import LocalProcess
+from realrun.launching.launch import project_root
+from realrun.launching.local_launcher import LocalProcess
 
 SSH_CONNECT_TIMEOUT_S = 10
 PGID_TIMEOUT_S = 30.0  # ssh connect + remote shell start; the first line names the group

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from realrun.launch import Launcher
-from realrun.record import RunRecord, write_record
-from realrun.timeline import merge, trace_path, write_measured
+from realrun.launching.launch import Launcher
+from realrun.records.record import RunRecord, write_record
+from realrun.records.timeline import merge, trace_path, write_measured
 from simscale.outputs import timestamped
 from simscale.scenario import Scenario, load_scenario
 
@@ -64,7 +64,7 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
     if options.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
     if options.launcher == "netns":
-        from realrun.netns import require_netns_support
+        from realrun.emulated.netns import require_netns_support
 
         require_netns_support()
     if options.launcher == "ssh" and not options.hostfile:
@@ -75,17 +75,17 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
 def open_launcher(scenario: Scenario, options: LaunchOptions) -> Iterator[Launcher]:
     """The launcher, set up (a cluster built) and torn down around the job."""
     if options.launcher == "netns":
-        from realrun.netns_launcher import NetnsLauncher
+        from realrun.launching.netns_launcher import NetnsLauncher
 
         with NetnsLauncher(scenario) as launcher:
             yield launcher
     elif options.launcher == "ssh":
-        from realrun.ssh_launcher import SshLauncher, read_hostfile
+        from realrun.launching.ssh_launcher import SshLauncher, read_hostfile
 
         assert options.hostfile is not None
         yield SshLauncher(read_hostfile(options.hostfile), options.ssh_options)
     else:
-        from realrun.local_launcher import LocalLauncher
+        from realrun.launching.local_launcher import LocalLauncher
 
         yield LocalLauncher()
 
@@ -104,7 +104,7 @@ def run_scenario(
     that could not start. With ``trace`` (or ``$REALRUN_TRACE_DIR``) a run with real
     compute also writes its measured timeline."""
     from realrun.allreduce.job import AllreduceJob
-    from realrun.job import Job
+    from realrun.launching.job import Job
 
     options = options or LaunchOptions()
     path = str(scenario_path)
@@ -155,7 +155,7 @@ def with_launcher_findings(record: RunRecord, launcher: Any, scenario: Scenario)
     valid, reason = record.valid, record.invalid_reason
     sampler = getattr(launcher, "sampler", None)
     if sampler is not None:
-        from realrun.machine_load import verdict
+        from realrun.emulated.machine_load import verdict
 
         sampler.sample()  # the job has ended: bracket the window from above
         figures, problem = verdict(list(sampler.samples), measured_window(record))

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from realrun.message import Message
+from realrun.ps.message import Message
 
 TRACE_DIR_VARIABLE = "REALRUN_TRACE_DIR"
 HEADER = "time_s\tevent\tpeer\tkind\tkey\tstart\trequest_id\tbytes\n"

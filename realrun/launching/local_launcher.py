@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import IO, Any
 
-from realrun.launch import child_environ
+from realrun.launching.launch import child_environ
 
 
 class LocalProcess:

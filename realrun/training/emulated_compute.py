@@ -6,7 +6,7 @@ from the simulator's compute model (``simscale.compute.layer_times`` with the de
 ``CostModel``), multiplied by the time dilation D. Gradients are fixed, seeded float32 arrays
 of each key's real size, pushed the moment their layer's backward "finishes", last layer first,
 and each layer's next forward waits only for its own keys: the push/pull pattern of
-``realrun.training``, at no CPU cost, so many emulated hosts fit on one small machine.
+``realrun.training.worker_loop``, at no CPU cost, so many emulated hosts fit on one small machine.
 
 A host with G emulated GPUs runs them as one timeline (they compute in parallel in lock step).
 Summing a key over the G GPUs and copying the pulled weights back to them are *not* done as
@@ -28,17 +28,17 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from realrun.kv_worker import KVWorker
-from realrun.optimizer import SGD
-from realrun.record import IterationTiming
-from realrun.tracker import Handle
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.optimizer import SGD
+from realrun.ps.tracker import Handle
+from realrun.records.record import IterationTiming
 from simscale.cluster import layout
 from simscale.compute import layer_times
 from simscale.costs import CostModel
 from simscale.hardware import GPUS
 from simscale.worker import HostCopies
 
-PULL_WAIT_LIMIT_S = 300.0  # as realrun.training: only bounds a wedged job
+PULL_WAIT_LIMIT_S = 300.0  # as realrun.training.worker_loop: only bounds a wedged job
 BARRIER_WAIT_LIMIT_S = 120.0
 GRADIENT_SCALE = 1e-3  # synthetic gradients: small enough that SGD weights stay finite
 TIMES_SOURCE = "simscale.compute.layer_times with the default CostModel"

@@ -20,7 +20,7 @@ from typing import Any
 import zmq
 
 from realrun import auth
-from realrun.message import Message, MessageError, decode, encode
+from realrun.ps.message import Message, MessageError, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Van:
 
     def __init__(self, secret: bytes = b"", max_message_bytes: int | None = None) -> None:
         # An empty secret turns authentication off: only for nodes built inside one process
-        # (tests, benchmarks); node processes refuse to start without one (realrun.roles).
+        # (tests, benchmarks); node processes refuse to start without one (realrun.ps.roles).
         self._secret = secret
         self._max_message_bytes = max_message_bytes
         self._counter = 0  # tags' counter, increasing over every message this van sends

@@ -4,7 +4,8 @@
 hosts) and where every worker and server runs; this launcher builds one ``EmulatedCluster``
 host per layout host, each NIC shaped to ``nic_gbps * 1000 / D`` Mbit/s and ``latency_us * D``
 with D the scenario's ``realrun.dilation``, runs the scheduler on host 0, and points every node
-at host 0's address. It samples this machine's load while the job runs (``realrun.machine_load``)
+at host 0's address. It samples this machine's load while the job runs
+(``realrun.emulated.machine_load``)
 so that a run the machine could not carry is marked invalid, never silently kept.
 
 Use it as a context manager: leaving it (normally, by an exception, Ctrl-C) stops every node
@@ -18,16 +19,17 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from realrun.emulated_cluster import EmulatedCluster, HostLink
-from realrun.launch import child_environ
-from realrun.local_launcher import LocalProcess
-from realrun.machine_load import LoadSampler
-from realrun.netns import NetnsCommandError, namespace_pids, run_command
+from realrun.emulated.emulated_cluster import EmulatedCluster, HostLink
+from realrun.emulated.machine_load import LoadSampler
+from realrun.emulated.netns import NetnsCommandError, namespace_pids, run_command
+from realrun.launching.launch import child_environ
+from realrun.launching.local_launcher import LocalProcess
 from simscale.cluster import Layout, layout
 
 MBIT_PER_GBIT = 1000.0
 # TCP small queues: how many bytes one socket may have in its host's qdisc. The kernel default
-# (4 MiB here) exceeds the emulated NIC's byte queue (realrun.shaping: a few 64 KiB frames at
+# (4 MiB here) exceeds the emulated NIC's byte queue (realrun.emulated.shaping: a few 64 KiB frames
+# at
 # these rates), so a sender dropped its own packets at its own NIC and cut its window; a real
 # host's NIC queue is deeper than its TSQ limit. 64 KiB per socket: no local drops measured on
 # 2 workers -> 1 server at 100 Mbit/s (725 drops per run before).

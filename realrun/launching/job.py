@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from realrun.emulated_compute import emulated_times_source
-from realrun.launch import Launcher, NodeProcess, node_command
-from realrun.progress import Progress
-from realrun.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
-from realrun.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
-from realrun.timeline import RANK_TRACE_VARIABLE
+from realrun.launching.launch import Launcher, NodeProcess, node_command
+from realrun.ps.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
+from realrun.records.progress import Progress
+from realrun.records.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
+from realrun.records.timeline import RANK_TRACE_VARIABLE
+from realrun.training.emulated_compute import emulated_times_source
 from simscale.scenario import Scenario, load_scenario
 from simscale.sharding import assign_key
 
@@ -53,7 +53,7 @@ class JobState:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
     error: str | None = None
-    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # realrun.timeline
+    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # realrun.records.timeline
 
 
 # Room beside the largest array slice for the header, a JSON body (message.MAX_BODY_BYTES) and
@@ -193,9 +193,9 @@ class Job:
         """Emulated compute replays per-layer times measured here, once, on the real model."""
         import torch
 
-        from realrun import torch_models
-        from realrun.compute_profile import measure
-        from realrun.training import resolve_devices
+        from realrun.training import torch_models
+        from realrun.training.compute_profile import measure
+        from realrun.training.worker_loop import resolve_devices
 
         s = self.scenario
         torch.set_num_threads(s.realrun.threads_per_worker)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from realrun.compute_profile import ComputeProfile
-from realrun.kv_worker import KVWorker
-from realrun.record import IterationTiming
-from realrun.tracker import Handle
-from realrun.training import PULL_WAIT_LIMIT_S, TrainPlan, initialise_keys
+from realrun.ps.kv_worker import KVWorker
+from realrun.ps.tracker import Handle
+from realrun.records.record import IterationTiming
+from realrun.training.compute_profile import ComputeProfile
+from realrun.training.worker_loop import PULL_WAIT_LIMIT_S, TrainPlan, initialise_keys
 
 REPLAYED_GRADIENT = 1e-4  # any small constant: only the bytes matter
 

@@ -1,0 +1,2 @@
+"""Starting a job: the role commands, the job's life cycle, and the local, ssh and netns
+launchers."""

@@ -1,0 +1,1 @@
+"""What runs leave behind: run records, campaigns, timelines, message traces, progress lines."""
