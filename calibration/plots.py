@@ -100,6 +100,7 @@ def scatter(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         "sync/dedicated": "tab:green",
         "async/colocated": "tab:orange",
         "async/dedicated": "tab:red",
+        "allreduce/none": "tab:purple",
     }
     errors = []
     for scenario, mean, std, _n in shapes.values():

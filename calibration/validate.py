@@ -101,12 +101,28 @@ class Report:
 def groups_of(s: Scenario) -> dict[str, str]:
     """The groups a shape is reported under."""
     nic = s.cluster.hosts[0].resolved()[2]
+    mode = s.kvstore.mode
+    if mode == "allreduce":
+        system, placement = "allreduce", "none"
+    else:
+        system, placement = ("async" if "async" in mode else "sync"), s.kvstore.placement
     return {
-        "mode": "sync" if "sync" in s.kvstore.mode and "async" not in s.kvstore.mode else "async",
-        "placement": s.kvstore.placement,
+        "mode": system,
+        "servers": servers_label(s),
+        "placement": placement,
         "link": f"{nic * 1000:g}Mbit/s",
         "model": s.model.spec().name,
     }
+
+
+def servers_label(s: Scenario) -> str:
+    """How the gradients move: "allreduce", "1 server", or servers per worker host ("1:1")."""
+    if s.kvstore.mode == "allreduce":
+        return "allreduce"
+    if s.num_servers == 1:
+        return "1 server"
+    ratio = s.num_servers / s.num_worker_hosts
+    return f"{ratio:g}:1" if ratio >= 1 else f"1:{1 / ratio:g}"
 
 
 def label_of(s: Scenario) -> str:
