@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="PNG",
         help="with --published: write the held-out scatter and scaling figures "
-        "(e.g. docs/published.png gives docs/published-scatter.png and -scaling.png)",
+        "(e.g. docs/published.png gives docs/published-scatter.png and -scaling.png); with "
+        "run records: the held-out PS-vs-all-reduce chart (throughput against worker hosts "
+        "per way of moving gradients)",
     )
     _add_force_arg(p)
 
@@ -518,6 +520,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         def progress(i: int, n: int) -> None:
             print(f"\rvalidating: fold {i}/{n}   ", end="", file=sys.stderr, flush=True)
 
+        if args.plot is not None and not args.published:
+            from simscale.outputs import refuse_overwrite
+
+            refuse_overwrite([args.plot], args.force, "--plot")  # before minutes of fitting
         report = cross_validate(
             list(runset.runs),
             _fit_names(args.fit),
@@ -529,6 +535,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out["cross_validation"] = report.to_dict()
         if not args.json:
             print(report.format())
+        if args.plot is not None and not args.published:
+            from calibration.comparison_plot import servers_comparison
+
+            written = servers_comparison(report.predictions, args.plot, report.method)
+            print(f"wrote {written}", file=sys.stderr)
     elif not args.published:
         raise CalibrationError("give run records to cross-validate, or --published")
     if args.published:
@@ -582,7 +593,7 @@ def _published_figures(judged: list, method: str, out: Path, overwrite: bool) ->
     paths = [Path(f"{stem}-scatter{suffix}"), Path(f"{stem}-scaling{suffix}")]
     existing = [str(p) for p in paths if p.exists()]
     if existing and not overwrite:
-        raise CalibrationError(f"{', '.join(existing)}: exists; pass --overwrite to replace")
+        raise CalibrationError(f"{', '.join(existing)}: exists; pass --force to replace")
     return [
         published_plots.scatter(judged, paths[0], method),
         published_plots.scaling(judged, paths[1], method),

@@ -230,6 +230,21 @@ def test_plot_writes_the_scatter_and_scaling_figures(synthetic: Path, tmp_path: 
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
+def test_validate_draws_the_held_out_comparison_and_never_overwrites_it(
+    synthetic: Path, tmp_path: Path
+) -> None:
+    """validate RUNS --plot: measured and held-out predicted throughput per way of moving
+    gradients; an existing file is refused before any fitting, --force replaces it."""
+    out = tmp_path / "cmp.png"
+    assert main(["validate", str(synthetic), "--fit", "none", "--plot", str(out)]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    out.write_bytes(b"keep")
+    assert main(["validate", str(synthetic), "--fit", "none", "--plot", str(out)]) == 2
+    assert out.read_bytes() == b"keep"
+    assert main(["validate", str(synthetic), "--fit", "none", "--plot", str(out), "--force"]) == 0
+
+
 def test_a_folder_without_records_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="no run records"):
         load_runs([tmp_path])
