@@ -67,6 +67,10 @@ class PointEntry:
     metric: Metric | None = None
     read_from: ReadFrom | None = None
     notes: str = ""
+    # The mechanism that dominates this figure and the scenario format cannot express (e.g.
+    # "MPI all-reduce in host memory"): such a point is judged like every other, but never
+    # fitted to, so that no parameter learns to stand in for what the model lacks.
+    unmodelled: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ class PublishedPoint:
     read_from: str
     baseline: PublishedPoint | None = None
     path: str = ""
+    unmodelled: str = ""  # judged, never fitted (PointEntry.unmodelled)
 
     @property
     def efficiency(self) -> float | None:
@@ -202,6 +207,7 @@ def _points_of(path: Path, entry: SourceFile) -> list[PublishedPoint]:
             read_from=p.read_from or entry.read_from,
             baseline=baseline,
             path=str(path),
+            unmodelled=p.unmodelled,
         )
     return list(by_name.values())
 

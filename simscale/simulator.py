@@ -569,7 +569,7 @@ class Simulation:
             breakdown=breakdown,
             per_worker=tuple(per_worker),
             utilization=tuple(util),
-            bottleneck=_bottleneck(util, breakdown),
+            bottleneck=_bottleneck(util, breakdown, s.kvstore.mode == "allreduce"),
             iterations_measured=n,
             stable=stable,
             simulated_s=self.env.now,
@@ -639,9 +639,12 @@ class Simulation:
         return out
 
 
-def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
+def _bottleneck(
+    util: list[Utilization], breakdown: dict[str, float], allreduce: bool = False
+) -> str:
     """The bottleneck in words: the saturated resource, or what holds the iteration back when
-    none is saturated (resources taking turns along the push-update-pull chain)."""
+    none is saturated (resources taking turns along the push-update-pull chain; for a ring,
+    its per-step latencies and per-tensor costs)."""
     if not util:
         return "nothing measured"
     ranked = sorted(util, key=lambda u: -u.busy_fraction)
@@ -659,9 +662,14 @@ def _bottleneck(util: list[Utilization], breakdown: dict[str, float]) -> str:
             f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
             f"busiest communication resources: {busiest}"
         )
+    chain = (
+        "the ring's step latencies and per-tensor costs add up"
+        if allreduce
+        else "the push-update-pull chain takes turns"
+    )
     return (
         f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
-        f"saturated: the push-update-pull chain takes turns; busiest: {busiest}"
+        f"saturated: {chain}; busiest: {busiest}"
     )
 
 
