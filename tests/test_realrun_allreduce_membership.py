@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,12 @@ KEY = bytes.fromhex("11" * 32)
 STRANGER_KEY = bytes.fromhex("22" * 32)
 
 
-def _prove_in_threads(keys: list[bytes]) -> list[BaseException | None]:
+def _prove_in_threads(
+    keys: list[bytes | None], timeout_s: float = 8.0
+) -> list[BaseException | None]:
     """Build a real gloo group of len(keys) ranks (one thread each, over 127.0.0.1) and run the
-    membership proof with each rank's key; what each rank raised."""
+    membership proof with each rank's key (None: the rank joins the group, then stays silent);
+    what each rank raised."""
     world = len(keys)
     store = dist.TCPStore(
         "127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=30), wait_for_workers=False
@@ -43,8 +47,11 @@ def _prove_in_threads(keys: list[bytes]) -> list[BaseException | None]:
         options._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
         client = dist.TCPStore("127.0.0.1", store.port, None, False)
         group = dist.ProcessGroupGloo(dist.PrefixStore("pg", client), rank, world, options)
+        key = keys[rank]
+        if key is None:
+            return
         try:
-            prove_membership(group, rank, world, keys[rank])
+            prove_membership(group, rank, world, key, timeout_s)
         except BaseException as e:  # the test reports what each rank raised
             outcome[rank] = e
 
@@ -68,6 +75,14 @@ def test_a_rank_without_the_secret_is_named_by_every_member_and_learns_it_is_ref
     # The stranger sees every honest rank fail its own check.
     assert isinstance(outcome[2], MembershipError)
     assert str(outcome[2]).startswith("rank 0, 1 of the process group")
+
+
+def test_a_silent_stranger_in_the_group_is_named_after_the_proofs_timeout_not_gloos():
+    started = time.monotonic()
+    outcome = _prove_in_threads([KEY, None], timeout_s=1.0)
+    assert isinstance(outcome[0], MembershipError)
+    assert str(outcome[0]).startswith("the membership proof did not complete within 1 s")
+    assert time.monotonic() - started < 25  # gloo's own collective timeout is 300 s
 
 
 def test_reports_are_accepted_once_and_only_when_a_member_signed_them():

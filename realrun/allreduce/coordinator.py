@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -83,13 +84,17 @@ class Coordinator:
         self.emit = emit
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.start_timeout_s = start_timeout_s
+        # TCPStore binds every interface whatever host it is given; a socket bound to the job's
+        # address only, handed over, keeps the store off the host's other networks.
+        listener = socket.create_server((host, port), backlog=1024)
         self.store = dist.TCPStore(
             host,
-            port,
+            listener.getsockname()[1],
             None,
             True,
             timeout=datetime.timedelta(seconds=STORE_TIMEOUT_S),
             wait_for_workers=False,
+            master_listen_fd=listener.detach(),  # the store owns it now
         )
         self.port = self.store.port
         self.ranks: dict[int, RankState] = {}
@@ -169,8 +174,10 @@ class Coordinator:
         elif kind == "finished":
             self.ranks[rank].finished = True
         elif kind == "failed" and self._failure is None:
+            # A failed membership proof is the cause, never the echo of a dead peer: no grace.
+            cause = str(event.get("message", "")).startswith("MembershipError")
             self._failure = (
-                time.monotonic() + FAILURE_GRACE_S,
+                time.monotonic() + (0.0 if cause else FAILURE_GRACE_S),
                 f"{self._describe(rank)} failed: {event.get('message')}",
             )
         return None
@@ -236,7 +243,7 @@ def main() -> int:
         return 2
     try:
         coordinator = Coordinator(emit=emit, **settings)
-    except (RuntimeError, dist.DistError) as e:
+    except (OSError, RuntimeError, dist.DistError) as e:
         emit({"event": "error", "message": f"coordinator: cannot host the store: {e}"})
         return 1
     return coordinator.run()

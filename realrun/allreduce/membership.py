@@ -20,6 +20,7 @@ and a MAC over every gradient would cost as much as the PS's HMAC (realrun.auth)
 
 from __future__ import annotations
 
+import datetime
 import hmac
 import json
 import secrets
@@ -30,6 +31,9 @@ import torch.distributed as dist
 
 NONCE_BYTES = 32
 TAG_BYTES = 32
+# The group is formed when the proof starts: every member answers at once. A stranger that took
+# a rank and stays silent is named after this, not after gloo's collective timeout (300 s).
+PROOF_TIMEOUT_S = 8.0
 _DOMAIN_MEMBER = b"realrun-allreduce-member-v1"
 _DOMAIN_REPORT = b"realrun-allreduce-report-v1"
 
@@ -46,19 +50,36 @@ def member_tag(key: bytes, rank: int, world_size: int, nonces: bytes) -> bytes:
     return h.digest()
 
 
-def _all_gather_bytes(group: dist.ProcessGroup, mine: bytes, world_size: int) -> list[bytes]:
-    """Every rank's ``mine`` (all the same length), in rank order, over ``group``."""
+def _all_gather_bytes(
+    group: dist.ProcessGroup, mine: bytes, world_size: int, timeout_s: float
+) -> list[bytes]:
+    """Every rank's ``mine`` (all the same length), in rank order, over ``group``;
+    MembershipError when some rank does not take part within ``timeout_s``."""
     send = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
     out = [torch.empty_like(send) for _ in range(world_size)]
-    group.allgather([out], [send]).wait()
+    try:
+        group.allgather([out], [send]).wait(datetime.timedelta(seconds=timeout_s))
+    except RuntimeError as e:
+        raise MembershipError(
+            f"the membership proof did not complete within {timeout_s:g} s ({e}): a rank of the "
+            "process group is not one of the job's"
+        ) from None
     return [bytes(t.tolist()) for t in out]
 
 
-def prove_membership(group: dist.ProcessGroup, rank: int, world_size: int, key: bytes) -> None:
+def prove_membership(
+    group: dist.ProcessGroup,
+    rank: int,
+    world_size: int,
+    key: bytes,
+    timeout_s: float = PROOF_TIMEOUT_S,
+) -> None:
     """Exchange proofs with every rank of ``group``; MembershipError naming the ranks whose
-    proof is wrong (all honest ranks see the same ones)."""
-    nonces = b"".join(_all_gather_bytes(group, secrets.token_bytes(NONCE_BYTES), world_size))
-    tags = _all_gather_bytes(group, member_tag(key, rank, world_size, nonces), world_size)
+    proof is wrong (all honest ranks see the same ones), or when one stays silent."""
+    mine = secrets.token_bytes(NONCE_BYTES)
+    nonces = b"".join(_all_gather_bytes(group, mine, world_size, timeout_s))
+    tag = member_tag(key, rank, world_size, nonces)
+    tags = _all_gather_bytes(group, tag, world_size, timeout_s)
     bad = [
         r
         for r, tag in enumerate(tags)

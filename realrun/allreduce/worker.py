@@ -24,7 +24,7 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
-from realrun.allreduce.membership import ReportSigner, prove_membership
+from realrun.allreduce.membership import MembershipError, ReportSigner, prove_membership
 from realrun.allreduce.rendezvous import (
     STORE_EVENTS_KEY,
     DistEnv,
@@ -130,7 +130,10 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
         reporter.report("finished")
         return 0
     except Exception as e:  # tell the coordinator, which ends the job naming this rank
-        log.exception("%s failed", where)
+        if isinstance(e, MembershipError):  # an expected refusal: one line, no traceback
+            log.error("%s: %s", where, e)
+        else:
+            log.exception("%s failed", where)
         # If the store is gone too, the exit status still says it.
         with contextlib.suppress(Exception):
             reporter.report("failed", message=f"{type(e).__name__}: {e}")
