@@ -38,14 +38,15 @@ def servers_comparison(predictions: Sequence[Prediction], path: Path, title: str
     rows = (len(keys) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.4 * rows), squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
-        by_series: dict[str, list[Prediction]] = {}
+        by_series: dict[str, list[tuple[int, Prediction]]] = {}
         for p in panels[key]:
-            by_series.setdefault(p.groups["servers"], []).append(p)
+            by_series.setdefault(p.groups["servers"], []).append((worker_hosts(p), p))
         names = [s for s in SERIES_ORDER if s in by_series]
         names += sorted(set(by_series) - set(SERIES_ORDER))
         for name in names:
-            pts = sorted(by_series[name], key=worker_hosts)
-            x = [worker_hosts(p) for p in pts]
+            ordered = sorted(by_series[name], key=lambda t: t[0])
+            x = [h for h, _ in ordered]
+            pts = [p for _, p in ordered]
             color = COLORS.get(name, "tab:gray")
             ax.errorbar(
                 x,
@@ -63,7 +64,7 @@ def servers_comparison(predictions: Sequence[Prediction], path: Path, title: str
         ax.set_xlabel("worker hosts")
         ax.set_ylabel("samples/s")
         ax.set_ylim(bottom=0)
-        ax.set_xticks(sorted({worker_hosts(p) for p in panels[key]}))
+        ax.set_xticks(sorted({h for series in by_series.values() for h, _ in series}))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6.5, ncol=2, frameon=False)
     for ax in list(axes.flat)[len(keys) :]:

@@ -7,6 +7,7 @@ one on and check the change it makes against the arithmetic that defines it.
 from __future__ import annotations
 
 import pytest
+from test_simulator import NETWORK_ONLY
 
 from simscale.compute import layer_times, winograd_layers
 from simscale.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_costs
@@ -196,14 +197,7 @@ def test_every_worker_of_a_host_pushes_and_pulls_the_model_over_its_nic(
     s = scenario_from_dict(_per_gpu_workers_scenario(workers_per_host))
     assert s.num_workers == 2 * workers_per_host
     assert s.gpus_per_worker(0) == 4 // workers_per_host
-    free = CostModel(
-        bandwidth_factor=1.0,
-        message_overhead_us=0.0,
-        server_merge_ns_per_byte=0.0,
-        server_update_ns_per_byte=0.0,
-        server_request_us=0.0,
-    )
-    r = simulate(s, free)
+    r = simulate(s, NETWORK_ONLY)
     assert r.iteration_time_s == pytest.approx(0.8 * workers_per_host, rel=1e-4)
     assert r.num_gpus == 8 and len(r.per_worker) == 2 * workers_per_host
     assert {w.gpus for w in r.per_worker} == {4 // workers_per_host}

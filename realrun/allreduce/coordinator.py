@@ -175,7 +175,7 @@ class Coordinator:
             self.ranks[rank].finished = True
         elif kind == "failed" and self._failure is None:
             # A failed membership proof is the cause, never the echo of a dead peer: no grace.
-            cause = str(event.get("message", "")).startswith("MembershipError")
+            cause = event.get("cause") is True
             self._failure = (
                 time.monotonic() + (0.0 if cause else FAILURE_GRACE_S),
                 f"{self._describe(rank)} failed: {event.get('message')}",

@@ -136,7 +136,12 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
             log.exception("%s failed", where)
         # If the store is gone too, the exit status still says it.
         with contextlib.suppress(Exception):
-            reporter.report("failed", message=f"{type(e).__name__}: {e}")
+            # A refused membership is the job's cause of failure, not a peer's echo of one.
+            reporter.report(
+                "failed",
+                message=f"{type(e).__name__}: {e}",
+                cause=isinstance(e, MembershipError),
+            )
         return 1
     finally:
         if heartbeat is not None:
