@@ -8,11 +8,12 @@ fair-share network:
 
 it runs the prediction in a fresh process (so that peak memory is the prediction's) ``--repeats``
 times and prints the median wall and CPU seconds, the events processed, the peak resident memory,
-which model path ran (simscale.symmetry) and the throughput; then the growth exponent of CPU time
-in hosts, fitted by least squares on log-log over the completed runs from 64 to 1,024 hosts, and
-the real command's time on scenarios/64gpu.yaml, imports included. A run that reaches
-``--max-seconds`` stops cleanly (``simscale predict --max-seconds``) and is shown as such, not
-fitted. CPU time is printed beside wall time because these machines are shared.
+which model path ran (simscale.symmetry; ``symmetric~``: beyond its validated loads, because the
+exact model is out of reach there, an approximate answer) and the throughput; then the growth
+exponent of CPU time in hosts, fitted by least squares on log-log over the completed runs from
+64 to 1,024 hosts, and the real command's time on scenarios/64gpu.yaml, imports included. A run
+that reaches ``--max-seconds`` stops cleanly (``simscale predict --max-seconds``) and is shown as
+such, not fitted. CPU time is printed beside wall time because these machines are shared.
 
     python benchmarks/bench_predict.py [--repeats 3] [--gpus 8,64,...] [--max-seconds 120]
 """
@@ -43,7 +44,7 @@ from simscale.simulator import IncompleteRun, Simulation
 overrides, max_s = json.loads(sys.argv[1]), float(sys.argv[2])
 w0, c0 = time.perf_counter(), time.process_time()
 sim = Simulation(load_scenario(sys.argv[3], overrides))
-out = {"path": sim.path, "reason": sim.path_reason}
+out = {"path": sim.path, "reason": sim.path_reason, "approximate": sim.approximate}
 try:
     r = sim.run(max_seconds=max_s)
     out.update(events=r.events, throughput=r.throughput_samples_per_s, stopped=r.stopped_early)
@@ -96,7 +97,7 @@ def measure(gpus: int, layout: str, repeats: int, max_seconds: float) -> dict[st
         "cpu_s": statistics.median(r["cpu_s"] for r in runs),
         "events": runs[-1]["events"],
         "peak_mib": max(r["peak_mib"] for r in runs),
-        "path": runs[-1]["path"],
+        "path": runs[-1]["path"] + ("~" if runs[-1]["approximate"] else ""),
         "reason": runs[-1]["reason"],
         "throughput": runs[-1]["throughput"],
         "stopped": runs[-1]["stopped"],
@@ -138,6 +139,9 @@ def main() -> None:
             note = str(row["stopped"]) if row["stopped"] else ""
             if row["path"] == "exact":
                 note = f"exact: {row['reason']}; {note}".rstrip("; ")
+            elif row["path"].endswith("~"):
+                why = str(row["reason"]).split("APPROXIMATE: ")[1].split(";")[0]
+                note = f"approximate: {why}; {note}".rstrip("; ")
             print(
                 f"{gpus:>5} {row['hosts']:>5} {layout:>9} {row['path']:>9} "
                 f"{row['wall_s']:>8.2f} {row['cpu_s']:>8.2f} {row['events']:>10,} "

@@ -250,6 +250,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     show.close()
     if result.stopped_early:
         print(f"simscale: {result.stopped_early}; the result is partial", file=sys.stderr)
+    if result.approximate:
+        print(
+            "simscale: note: an approximate answer (symmetric path beyond its validated loads; "
+            "the report's model path says how far off it has been)",
+            file=sys.stderr,
+        )
     if args.trace is not None:
         iteration = scenario.simulation.warmup_iterations
         write_trace(args.trace, simulation_spans(sim), iteration, f"{scenario.name} (predicted)")

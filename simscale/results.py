@@ -63,6 +63,9 @@ class Result:
     # simulated once, simscale.symmetry), and why.
     path: str = "exact"
     path_reason: str = ""
+    # True where the symmetric path ran beyond the loads it holds to the exact model within 1%
+    # (forced, or because the exact model is out of reach there); path_reason says how far off.
+    approximate: bool = False
     # Empty for a run that finished; else why it stopped before (e.g. --max-seconds).
     stopped_early: str = ""
 

@@ -86,7 +86,8 @@ class Simulation:
 
     ``path``: "exact" simulates every worker; "symmetric" one representative of identical
     workers (simscale.symmetry; refused with the reason where it does not apply); "auto" (the
-    default) the symmetric path where it applies, else the exact one."""
+    default) the symmetric path where it applies, else the exact one, unless the exact model is
+    out of reach (``symmetry.exact_out_of_reach``): then the symmetric one, marked approximate."""
 
     def __init__(
         self,
@@ -107,13 +108,32 @@ class Simulation:
         self.full_layout = cluster.layout(scenario)
         self.layout = self.full_layout
         self.reduction: symmetry.Reduction | None = None
-        reason = symmetry.reason_for_exact(
-            scenario, self.full_layout, self.costs, trace=trace, check_load=path != "symmetric"
+        structural = symmetry.reason_for_exact(
+            scenario, self.full_layout, self.costs, trace=trace, check_load=False
         )
-        if path == "symmetric" and reason is not None:
-            raise ValueError(f"the symmetric path does not apply: {reason}")
+        if path == "symmetric" and structural is not None:
+            raise ValueError(f"the symmetric path does not apply: {structural}")
+        beyond = (
+            None
+            if structural
+            else symmetry.reason_for_exact(scenario, self.full_layout, self.costs, trace=trace)
+        )  # the reduction can be built, but this shape is outside where it was validated
+        # Outside the validated range the exact model is the reference, unless it is out of
+        # reach: then an approximate answer in seconds, said to be one, beats none in hours.
+        out_of_reach = (
+            symmetry.exact_out_of_reach(scenario, self.full_layout)
+            if beyond and path == "auto"
+            else None
+        )
+        #: True where the symmetric path ran outside the loads it was validated at.
+        self.approximate = False
         if path == "exact":
-            reason = "asked for"
+            reason: str | None = "asked for"
+        elif path == "symmetric" or (beyond and out_of_reach):
+            reason = None
+            self.approximate = beyond is not None
+        else:
+            reason = structural or beyond
         if reason is None:
             self.reduction = symmetry.reduce(self.full_layout)
             self.layout = self.reduction.layout
@@ -121,6 +141,9 @@ class Simulation:
         self.path_reason = reason or (
             f"{self.full_layout.num_workers} identical workers simulated as one"
         )
+        if self.approximate:
+            why = f"; the exact model is out of reach ({out_of_reach})" if out_of_reach else ""
+            self.path_reason += f", APPROXIMATE: {beyond}{why}; {symmetry.APPROXIMATION_ERROR}"
         self.model = scenario.model.spec()
         self._build()
 
@@ -577,6 +600,7 @@ class Simulation:
             wall_s=wall_s,
             path=self.path,
             path_reason=self.path_reason,
+            approximate=self.approximate,
             stopped_early=stopped,
         )
 

@@ -9,6 +9,7 @@ must exercise the fast path often enough for that to mean something.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from simscale import cluster, symmetry
 from simscale.costs import CostModel
 from simscale.network.fairshare import solve_grouped, solve_rounds
+from simscale.profile import default_costs
 from simscale.scenario import scenario_from_dict
 from simscale.simulator import Simulation, simulate
 
@@ -150,3 +152,47 @@ def test_solve_grouped_matches_expanded_problem() -> None:
     # By hand: flow 0 is held by link 1 (9 / 3 = 3) first; flow 1 then fills link 0 alone: 5.
     np.testing.assert_allclose(grouped, [3.0, 5.0])
     np.testing.assert_allclose(grouped, expanded)
+
+
+def _per_host_servers(hosts: int, model: str, nic_gbps: float = 25.0) -> dict[str, Any]:
+    """p3.16xlarge hosts with a co-located server each (the shipped layout)."""
+    return {
+        "name": f"{model}-{hosts}",
+        "cluster": {"hosts": [{"count": hosts, "instance": "p3.16xlarge", "nic_gbps": nic_gbps}]},
+        "model": model,
+        "training": {"batch_per_gpu": 128, "precision": "fp32"},
+        "kvstore": {"mode": "dist_sync", "servers": hosts},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 6},
+    }
+
+
+def test_long_merge_burst_runs_exact() -> None:
+    """A shape the NIC bound alone let through, where the reduction was 1.9% low: 16 hosts of
+    ResNet-18 with the merge cost doubled (one round of a 2.4 MB slice keeps its server busy 5%
+    of the compute time). "auto" must run the exact model there, and so agree with it."""
+    scenario = scenario_from_dict(_per_host_servers(16, "resnet18"))
+    costs, _ = default_costs(scenario)
+    costs = dataclasses.replace(costs, server_merge_ns_per_byte=2 * costs.server_merge_ns_per_byte)
+    assert symmetry.nic_load(scenario, cluster.layout(scenario), costs) <= 0.5
+    auto = Simulation(scenario, costs)
+    assert auto.path == "exact" and "merge burst" in auto.path_reason
+    assert not auto.approximate
+
+
+def test_out_of_reach_runs_approximate_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the validated loads, where the exact model would take hours, "auto" answers with the
+    reduction and marks the result approximate, naming both reasons; forced, the reduction is
+    approximate there too, and not within its bounds."""
+    scenario = scenario_from_dict(_per_host_servers(4, "resnet50", nic_gbps=2))
+    costs, _ = default_costs(scenario)
+    assert Simulation(scenario, costs).path == "exact"  # communication-bound, exact in reach
+    monkeypatch.setattr(symmetry, "EXACT_PUSHES_IN_REACH", 100)
+    result = simulate(scenario, costs)
+    assert result.path == "symmetric" and result.approximate
+    for words in ("APPROXIMATE: communication-bound", "out of reach", "below"):
+        assert words in result.path_reason
+    assert result.to_dict()["approximate"] is True
+    forced = Simulation(scenario, costs, path="symmetric")
+    assert forced.approximate and "out of reach" not in forced.path_reason
+    within = scenario_from_dict(_per_host_servers(4, "resnet50"))
+    assert not Simulation(within, costs, path="symmetric").approximate

@@ -31,6 +31,7 @@ METRIC_COLUMNS = (
     "busiest_resource",
     "busiest_busy_fraction",
     "stable",
+    "approximate",
     "usd_per_hour",
     "samples_per_usd",
     "train_hours",
@@ -59,6 +60,7 @@ def result_row(scenario: Scenario, result: Result) -> dict[str, Any]:
         "busiest_resource": top[0].description if top else "",
         "busiest_busy_fraction": top[0].busy_fraction if top else None,
         "stable": result.stable,
+        "approximate": result.approximate,
     }
     row.update(cost_fields(scenario, result.throughput_samples_per_s))
     return row
