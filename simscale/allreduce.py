@@ -17,6 +17,14 @@ import simpy
 
 from simscale.network import Network
 
+# The latency of one ring hop inside a host, per NCCL's own cost model (NVIDIA/nccl
+# src/graph/tuning.cc, hwLat, ring algorithm, Simple protocol: 3.4 us over NVLink, 5.7 us over
+# PCIe). NCCL pipelines a collective in chunks, so a flat ring over N GPUs on W hosts pays each
+# hop's latency once along the chunks' path: 2(W-1) network hops and 2(N-W) hops inside hosts,
+# not 2(N-1) network round trips (the same model, ``nInterSteps`` against ``nsteps``).
+NVLINK_STEP_S = 3.4e-6
+PCIE_STEP_S = 5.7e-6
+
 
 @dataclass
 class _Ready:
@@ -46,6 +54,7 @@ class AllReduce:
         on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
         connection_Bps: float = 0.0,
         tensor_overhead_s: float = 0.0,
+        intra_step_s: float = NVLINK_STEP_S,
     ) -> None:
         self.env = env
         self.net = net
@@ -58,6 +67,7 @@ class AllReduce:
         self.cycle_s = cycle_s
         self.msg_s = message_overhead_s
         self.step_latency_s = step_latency_s  # one ring hop's latency between hosts
+        self.intra_step_s = intra_step_s  # one ring hop's latency inside a host (NCCL's model)
         # Trace hook: ((iteration, key) pairs, bytes, start, end) of each fused collective.
         self.on_buffer = on_buffer
         # Real-cluster costs (simscale.costs): one TCP connection's throughput to the ring's
@@ -122,21 +132,33 @@ class AllReduce:
             n = w * g
             chunk = nbytes / n
             yield from self._ring(
-                w, chunk, chunk / self.peer_link_Bps if g > 1 else 0.0, steps=2 * (n - 1)
+                w,
+                chunk,
+                chunk / self.peer_link_Bps if g > 1 else 0.0,
+                steps=2 * (n - 1),
+                network_steps=2 * (w - 1),
             )
 
     def _ring(
-        self, w: int, chunk_bytes: float, intra_step_s: float, steps: int | None = None
+        self,
+        w: int,
+        chunk_bytes: float,
+        intra_step_s: float,
+        steps: int | None = None,
+        network_steps: int | None = None,
     ) -> simpy.events.ProcessGenerator:
-        """``steps`` ring steps, each host sending ``chunk_bytes`` to the next per step.
+        """``steps`` ring steps, each host sending ``chunk_bytes`` to the next per step, of which
+        ``network_steps`` hops cross the network (the rest stay inside a host).
 
         A bandwidth-bound ring keeps every link busy from the first step to the last, so the
         steps are sent as one stream per host (``steps * chunk`` bytes, all hosts at once,
-        sharing the network with any other traffic) and each step's fixed cost is added: the
-        alpha-beta model T = steps * alpha + steps * chunk / beta (Thakur et al. 2005). This
-        keeps a 512-GPU ring at W transfers per collective instead of 2(N-1) * W.
+        sharing the network with any other traffic) and each hop's fixed cost is added: the
+        alpha-beta model T = sum of alphas + steps * chunk / beta (Thakur et al. 2005), a network
+        hop's alpha being its latency and send cost, a hop inside a host NCCL's (module doc).
+        This keeps a 512-GPU ring at W transfers per collective instead of 2(N-1) * W.
         """
         steps = 2 * (w - 1) if steps is None else steps
+        network_steps = steps if network_steps is None else network_steps
         sends = [
             self.net.transfer(self.hosts[i], self.hosts[(i + 1) % w], steps * chunk_bytes)
             for i in range(w)
@@ -147,7 +169,10 @@ class AllReduce:
             # Each host's steps leave over one connection, which cannot go faster than this.
             sends.append(self.env.timeout(steps * chunk_bytes / self.connection_Bps))
         yield self.env.all_of(sends)
-        # Each step but the last also waits one latency for its chunk, and pays a send cost.
+        # Each network hop but the last also waits one latency for its chunk, and pays a send
+        # cost; each hop inside a host its (much smaller) latency.
         alpha_s = self.step_latency_s + self.msg_s
-        if steps > 1 and alpha_s > 0:
-            yield self.env.timeout((steps - 1) * alpha_s + self.msg_s)
+        fixed_s = (network_steps - 1) * alpha_s + self.msg_s if network_steps > 0 else 0.0
+        fixed_s += (steps - network_steps) * self.intra_step_s
+        if steps > 1 and fixed_s > 0:
+            yield self.env.timeout(fixed_s)

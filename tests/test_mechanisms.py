@@ -118,6 +118,26 @@ def test_tensor_overhead_is_paid_per_fused_tensor() -> None:
     assert paid - base == pytest.approx(10 * 200e-6, rel=1e-6)
 
 
+@pytest.mark.parametrize(("gpu", "hop_s"), [("V100", 3.4e-6), ("K80", 5.7e-6)])
+def test_a_flat_ring_pays_network_latency_only_on_its_network_hops(gpu: str, hop_s: float) -> None:
+    """Two hosts of four GPUs in one flat ring of n = 8: 2(n-1) = 14 steps, of which 2(W-1) = 2
+    cross the network and 12 stay inside a host at NCCL's hop latency (3.4 us over V100's NVLink,
+    5.7 us over K80's PCIe). One 8000-element fp32 array: 14 chunks of 32000 / 8 = 4000 bytes
+    leave each host, 56 kB over 12.5 GB/s = 4.48 us. With no network latency and no send cost the
+    iteration is 4.48 us + 12 hops. With 25 us per NIC and a 20 us send cost, the stream's first
+    byte arrives 50 us later, and the first network hop waits 50 + 20 us, the last pays only its
+    send cost: + 50 + 70 + 20 us, where a ring paying every step's network latency added 13 x 70
+    + 20 + 50 us."""
+    data = _ring_scenario([{"name": "w", "elements": 8000}])
+    data["cluster"]["hosts"][0].update(gpus_per_host=4, gpu=gpu)
+    free = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0)
+    t = simulate(scenario_from_dict(data), free).iteration_time_s
+    assert t == pytest.approx(56_000 / 12.5e9 + 12 * hop_s, rel=1e-6)
+    data["cluster"]["hosts"][0]["latency_us"] = 25
+    paid = simulate(scenario_from_dict(data), free.with_values(message_overhead_us=20.0))
+    assert paid.iteration_time_s - t == pytest.approx(50e-6 + 70e-6 + 20e-6, rel=1e-6)
+
+
 def test_worker_sums_big_arrays_with_several_threads() -> None:
     """dist_sync on a host of 8 GPUs: a key is copied 8 times over a 16 GB/s link and 7 copies
     are summed at 1 ns/byte. A 4 MB key (at least the big-array bound of 1 MB) with 4 threads:
