@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from simscale.hardware import GPUSpec
 from simscale.network import Network
 
 # The latency of one ring hop inside a host, per NCCL's own cost model (NVIDIA/nccl
@@ -24,6 +25,12 @@ from simscale.network import Network
 # not 2(N-1) network round trips (the same model, ``nInterSteps`` against ``nsteps``).
 NVLINK_STEP_S = 3.4e-6
 PCIE_STEP_S = 5.7e-6
+
+
+def intra_host_step_s(gpu: GPUSpec) -> float:
+    """A ring hop's latency between two GPUs of one host: NVLink's where the GPUs' peer link is
+    faster than PCIe, else PCIe's."""
+    return NVLINK_STEP_S if gpu.peer_link_gbytes_per_s > gpu.host_link_gbytes_per_s else PCIE_STEP_S
 
 
 @dataclass

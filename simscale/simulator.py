@@ -15,10 +15,10 @@ import numpy as np
 import simpy
 
 from simscale import cluster, symmetry
-from simscale.allreduce import NVLINK_STEP_S, PCIE_STEP_S, AllReduce
+from simscale.allreduce import AllReduce, intra_host_step_s
 from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
-from simscale.hardware import GPUS, GPUSpec
+from simscale.hardware import GPUS
 from simscale.network import make_network
 from simscale.network.stream import Stream
 from simscale.ps import HEADER_BYTES, ServerGroup
@@ -219,7 +219,7 @@ class Simulation:
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
                 connection_Bps=0.0 if self._rdma_ring() else costs.connection_gbps * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
-                intra_step_s=_intra_step_s(GPUS[str(first.gpu)]),
+                intra_step_s=intra_host_step_s(GPUS[str(first.gpu)]),
             )
 
         self.workers: list[Worker] = []
@@ -696,12 +696,6 @@ def _bottleneck(
         f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
         f"saturated: {chain}; busiest: {busiest}"
     )
-
-
-def _intra_step_s(gpu: GPUSpec) -> float:
-    """A ring hop's latency between two GPUs of one host: NVLink where the GPUs' peer link is
-    faster than PCIe, else PCIe (simscale.allreduce)."""
-    return NVLINK_STEP_S if gpu.peer_link_gbytes_per_s > gpu.host_link_gbytes_per_s else PCIE_STEP_S
 
 
 def simulate(scenario: Scenario, costs: CostModel | None = None, path: str = "auto") -> Result:
