@@ -78,6 +78,7 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("connection_gbps", 0.5, 400.0, start=50.0 / 3.0),
         Parameter("allreduce_tensor_us", 0.5, 20_000.0, start=50.0),
         Parameter("layer_overhead_us", 0.5, 5_000.0, start=20.0),
+        Parameter("straggler_sigma", 0.002, 0.5, start=0.03),
     )
 }
 DEFAULT_FIT = (

@@ -41,7 +41,7 @@ from simscale.scenario import DIST_MODES, Scenario
 from simscale.simulator import simulate
 
 # The communication mechanisms fitted on scaling points (stage 2).
-COMM_FIT = ("connection_gbps", "allreduce_tensor_us", "bandwidth_factor")
+COMM_FIT = ("connection_gbps", "allreduce_tensor_us", "bandwidth_factor", "straggler_sigma")
 # Points whose simulation is costly are predicted but left out of the stage-2 fit, so that a
 # fold takes minutes on a shared 2-core machine; the proxy is worker hosts x arrays through a
 # parameter server (each message is simulated) and worker hosts squared for a ring (each

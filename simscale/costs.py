@@ -105,6 +105,9 @@ class CostModel:
     # CPU threads a dist_sync worker sums a big array's GPU copies with (arrays of at least
     # kvstore.bigarray_bound elements; smaller ones take one thread). simscale.worker.
     worker_reduction_threads: int = field(default=1, metadata=count_in(1, 1024, "threads"))
+    # Relative spread (standard deviation over mean) of one GPU's compute time per iteration:
+    # a synchronous job waits for the slowest of its GPUs each iteration. simscale.stragglers.
+    straggler_sigma: float = field(default=0.0, metadata=between(0.0, 1.0))
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -137,6 +140,8 @@ class CostModel:
 #     25 Gbit/s, 40/50 Gbit/s needs three: one connection carries about 50/3 = 16.7 Gbit/s.
 #   allreduce_tensor_us 0, layer_overhead_us 0: no public figure to start from; the fit
 #     decides (from the published single-GPU throughputs at batch 1 to 512, for the latter).
+#   straggler_sigma 0: no public figure of per-iteration GPU time spread on these clusters to
+#     start from (Chen et al. 2016 show stragglers, not a spread); the fit decides.
 #   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
 #     used for summing up big arrays on a single machine", default 4, used for arrays above
 #     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
@@ -146,6 +151,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "allreduce_tensor_us": 0.0,
     "layer_overhead_us": 0.0,
     "worker_reduction_threads": 4,
+    "straggler_sigma": 0.0,
 }
 
 

@@ -26,6 +26,7 @@ from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import assign_key
+from simscale.stragglers import straggler_factor, synchronised_gpus
 from simscale.symmetry import TWO_BIT_RATIO
 from simscale.trace import KeyPhases
 from simscale.worker import HostCopies, Span, Worker
@@ -229,6 +230,8 @@ class Simulation:
         self.boundaries: list[float] = []
         self.boundary_events = [env.event() for _ in range(n_iter)]
         self._started = [0] * n_iter
+        full = self.full_layout
+        job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
         for rank, host_index in enumerate(lay.worker_hosts):
             host = lay.hosts[host_index]
             gpu = GPUS[str(host.gpu)]
@@ -236,7 +239,9 @@ class Simulation:
                 self.model, gpu.name, s.training.precision, s.training.batch_per_gpu, costs
             )
             gpus = lay.gpus_of(rank)
-            jitter = self._jitter(rng, gpus, n_iter)
+            jitter = self._jitter(rng, gpus, n_iter) * straggler_factor(
+                costs.straggler_sigma, synchronised_gpus(mode, job_gpus, gpus)
+            )
             copies = HostCopies(
                 env,
                 rank,

@@ -6,6 +6,8 @@ one on and check the change it makes against the arithmetic that defines it.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from test_simulator import NETWORK_ONLY
 
@@ -222,3 +224,45 @@ def test_every_worker_of_a_host_pushes_and_pulls_the_model_over_its_nic(
     assert r.num_gpus == 8 and len(r.per_worker) == 2 * workers_per_host
     assert {w.gpus for w in r.per_worker} == {4 // workers_per_host}
     assert r.path == "exact"  # workers sharing a NIC are not reduced to one
+
+
+def _straggler_scenario(mode: str) -> dict:
+    """Two hosts of two CPU devices, 1 GFLOP per sample and next to nothing to send over
+    100 Gbit/s NICs: an iteration is its compute."""
+    return {
+        "cluster": {
+            "hosts": [{"count": 2, "gpus_per_host": 2, "gpu": "cpu", "nic_gbps": 100}],
+            "server_hosts": {"count": 1, "nic_gbps": 100},
+        },
+        "model": {"arrays": [{"name": "w", "elements": 1_000, "fwd_gflops": 1.0}]},
+        "training": {"batch_per_gpu": 1},
+        "kvstore": {"mode": mode, "placement": "dedicated", "servers": 1},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+    }
+
+
+def test_expected_maximum_of_normals_matches_its_closed_forms() -> None:
+    """E[max of 2 standard normals] = 1/sqrt(pi) = 0.56419; of 3, 3/(2 sqrt(pi)) = 0.84628;
+    of one, the mean, 0: a single GPU never waits for another."""
+    from simscale.stragglers import expected_max_of_normals
+
+    assert expected_max_of_normals(1) == 0.0
+    assert expected_max_of_normals(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-6)
+    assert expected_max_of_normals(3) == pytest.approx(1.5 / math.sqrt(math.pi), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "waits_for"),
+    [("dist_sync", 4), ("dist_async", 2)],
+)
+def test_a_synchronous_job_waits_for_its_slowest_gpu(mode: str, waits_for: int) -> None:
+    """Spread 0.1: a dist_sync iteration waits for all 4 GPUs, so compute takes
+    1 + 0.1 E[max of 4 normals] = 1 + 0.1 x 1.02938 = 1.10294 times as long; an async worker
+    waits only for its own host's 2 GPUs: 1 + 0.1 / sqrt(pi) = 1.05642. Compute dominates, so
+    the iteration time grows by the same factor (within the microseconds of sending 4 kB)."""
+    s = scenario_from_dict(_straggler_scenario(mode))
+    plain = simulate(s, NETWORK_ONLY)
+    slow = simulate(s, NETWORK_ONLY.with_values(straggler_sigma=0.1))
+    factor = {4: 1.102938, 2: 1 + 0.1 / math.sqrt(math.pi)}[waits_for]
+    assert slow.iteration_time_s / plain.iteration_time_s == pytest.approx(factor, rel=2e-3)
+    assert CostModel().straggler_sigma == 0.0  # no effect unless a profile says so

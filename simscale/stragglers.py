@@ -1,0 +1,55 @@
+"""Stragglers: a synchronous job waits, every iteration, for the slowest of its GPUs.
+
+GPUs of one model do not all finish an iteration at the same time: clocks boost and throttle
+with temperature and power, the host's threads are preempted, a kernel waits for memory. In an
+asynchronous job that costs nothing (each worker goes at its own pace); in a synchronous one
+every iteration ends when the LAST gradient arrives, so the job runs at the pace of the
+expected maximum of N iteration times, which grows with N like sqrt(2 ln N). This is why
+synchronous SGD is said to suffer stragglers (Chen et al., "Revisiting Distributed Synchronous
+SGD", arXiv:1604.00981, 2016) and why published scaling curves lose efficiency slowly but
+steadily with GPU count even where the network is far from busy.
+
+The model: each GPU's compute time per iteration is its mean times (1 + sigma z), z standard
+normal and independent across GPUs and iterations; a job that synchronises N GPUs pays, on
+every GPU, the expected maximum, (1 + sigma E[max of N z]). Taking the expectation rather than
+drawing keeps the prediction deterministic and every worker alike (the symmetric fast path
+still applies); ``simulation.compute_jitter`` remains for drawing per-GPU factors explicitly.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+# Modes whose iteration ends when every worker's gradient has arrived.
+SYNCHRONOUS_MODES = ("dist_sync", "dist_sync_device", "allreduce", "local", "device")
+
+
+@lru_cache(maxsize=256)
+def expected_max_of_normals(n: int) -> float:
+    """E[max of n independent standard normals]: 0 for one, 1/sqrt(pi) for two, ~sqrt(2 ln n)
+    for many. Integrated numerically: E = integral of x n phi(x) Phi(x)^(n-1) dx."""
+    if n < 1:
+        raise ValueError(f"expected at least one draw, got {n}")
+    if n == 1:
+        return 0.0
+    from scipy.special import log_ndtr  # only when stragglers are on: keeps `predict` quick
+
+    x, dx = np.linspace(-12.0, 12.0, 48_001, retstep=True)
+    log_density = np.log(n) - 0.5 * x * x - 0.5 * np.log(2 * np.pi) + (n - 1) * log_ndtr(x)
+    return float(np.sum(x * np.exp(log_density)) * dx)
+
+
+def synchronised_gpus(mode: str, total_gpus: int, gpus_per_worker: int) -> int:
+    """How many GPUs one iteration waits for: every GPU of the job when it is synchronous, the
+    worker's own GPUs (summed on its host before a push) when it is asynchronous."""
+    return total_gpus if mode in SYNCHRONOUS_MODES else gpus_per_worker
+
+
+def straggler_factor(sigma: float, gpus: int) -> float:
+    """Factor on every GPU's compute time of an iteration that waits for ``gpus`` GPUs, each
+    with relative spread ``sigma``: 1 + sigma E[max of gpus normals]."""
+    if sigma == 0.0:
+        return 1.0
+    return 1.0 + sigma * expected_max_of_normals(gpus)
