@@ -79,6 +79,7 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("allreduce_tensor_us", 0.5, 20_000.0, start=50.0),
         Parameter("layer_overhead_us", 0.5, 5_000.0, start=20.0),
         Parameter("straggler_sigma", 0.002, 0.5, start=0.03),
+        Parameter("decode_us_per_sample", 100.0, 200_000.0, start=10_000.0),
     )
 }
 DEFAULT_FIT = (

@@ -41,7 +41,13 @@ from simscale.scenario import DIST_MODES, Scenario
 from simscale.simulator import simulate
 
 # The communication mechanisms fitted on scaling points (stage 2).
-COMM_FIT = ("connection_gbps", "allreduce_tensor_us", "bandwidth_factor", "straggler_sigma")
+COMM_FIT = (
+    "connection_gbps",
+    "allreduce_tensor_us",
+    "bandwidth_factor",
+    "straggler_sigma",
+    "decode_us_per_sample",
+)
 # Points whose simulation is costly are predicted but left out of the stage-2 fit, so that a
 # fold takes minutes on a shared 2-core machine; the proxy is worker hosts x arrays through a
 # parameter server (each message is simulated) and worker hosts squared for a ring (each
@@ -57,6 +63,14 @@ JUDGE_COST_LIMIT = 10_000
 # leave-one-source-out: 5 gave PS 46.9% / 910%, all-reduce 23.2% / 241%; 40 gave PS 35.8% /
 # 494%, all-reduce 22.1% / 236%; 5 min for all eight folds on 2 cores.
 STAGE2_EVALUATIONS = 40
+# The fit's loss on log(predicted / published): soft L1 (quadratic within ~10%, linear beyond),
+# so that a few points whose dominant loss no mechanism expresses (a single-GPU compute error
+# inflating an efficiency, a decoder faster than the one modelled) cannot drag a parameter that
+# every other source shares. Measured 2026-11-24, leave-one-source-out: plain least squares let
+# MXNet's p2 AlexNet rows pull bandwidth_factor to 0.20 whenever Horovod's TCP rings were held
+# out.
+ROBUST_LOSS = "soft_l1"
+ROBUST_SCALE = 0.1
 # Iterations simulated per point while fitting (the scenario's own count when judging).
 FIT_MEASURED_ITERATIONS = 3
 
@@ -156,6 +170,13 @@ class PublishedFit:
     evaluations: int
 
 
+def robust_cost(r: np.ndarray) -> float:
+    """The soft-L1 cost ``least_squares`` minimises with ROBUST_LOSS: squared for residuals
+    well inside ROBUST_SCALE, growing like their absolute value beyond it."""
+    z = (r / ROBUST_SCALE) ** 2
+    return float(ROBUST_SCALE**2 * np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))
+
+
 def _least_squares(
     names: Sequence[str],
     base: CostModel,
@@ -179,12 +200,20 @@ def _least_squares(
         calls[0] += 1
         costs = with_values(base, params, [p.from_x(v) for p, v in zip(params, x, strict=True)])
         r = residuals_of(costs)
-        best.append((float(r @ r), x.copy()))
+        best.append((robust_cost(r), x.copy()))
         return r
 
     x_start = np.clip(x0, lo, hi)
     try:
-        sol = least_squares(residuals, x_start, bounds=(lo, hi), diff_step=1e-2, method="trf")
+        sol = least_squares(
+            residuals,
+            x_start,
+            bounds=(lo, hi),
+            diff_step=1e-2,
+            method="trf",
+            loss=ROBUST_LOSS,
+            f_scale=ROBUST_SCALE,
+        )
         x_best, jac, fun = sol.x, sol.jac, sol.fun
     except _BudgetSpent:
         x_best = min(best, key=lambda t: t[0])[1]

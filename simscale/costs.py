@@ -108,6 +108,10 @@ class CostModel:
     # Relative spread (standard deviation over mean) of one GPU's compute time per iteration:
     # a synchronous job waits for the slowest of its GPUs each iteration. simscale.stragglers.
     straggler_sigma: float = field(default=0.0, metadata=between(0.0, 1.0))
+    # CPU time one core spends reading, decoding and augmenting one training image, in
+    # microseconds; a host's cores cap its samples/s when training.data is "images".
+    # simscale.input_pipeline.
+    decode_us_per_sample: float = field(default=0.0, metadata=between(0.0, MAX_US, "us"))
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -142,6 +146,8 @@ class CostModel:
 #     decides (from the published single-GPU throughputs at batch 1 to 512, for the latter).
 #   straggler_sigma 0: no public figure of per-iteration GPU time spread on these clusters to
 #     start from (Chen et al. 2016 show stragglers, not a spread); the fit decides.
+#   decode_us_per_sample 0: no citable per-core figure for these pipelines (reports range from
+#     50 to 200 images/s per core with the decoder and image size); the fit decides.
 #   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
 #     used for summing up big arrays on a single machine", default 4, used for arrays above
 #     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
@@ -152,6 +158,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "layer_overhead_us": 0.0,
     "worker_reduction_threads": 4,
     "straggler_sigma": 0.0,
+    "decode_us_per_sample": 0.0,
 }
 
 

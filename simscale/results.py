@@ -30,7 +30,7 @@ class Utilization:
     """Busy fraction of one resource over the measured window."""
 
     resource: str  # e.g. "host0.egress", "server3.cpu", "worker1.copies", "worker1.gpu"
-    kind: str  # nic | server | copies | gpu
+    kind: str  # nic | server | copies | input | gpu
     busy_fraction: float
     description: str  # the resource in words, for the bottleneck sentence
 

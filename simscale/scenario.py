@@ -259,6 +259,9 @@ class TrainingConfig:
         default=None, metadata=count_in(1, 10**13, "samples")
     )
     epochs: float | None = field(default=None, metadata=above(0.0, 1e6, "epochs"))
+    # Where samples come from: "synthetic" tensors already on the GPUs (benchmark scripts'
+    # default), or "images" read and decoded on each host's CPU cores (simscale.input_pipeline).
+    data: Literal["synthetic", "images"] = "synthetic"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from simscale.allreduce import AllReduce, intra_host_step_s
 from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
 from simscale.hardware import GPUS
+from simscale.input_pipeline import InputPipeline, batch_decode_s
 from simscale.network import make_network
 from simscale.network.stream import Stream
 from simscale.ps import HEADER_BYTES, ServerGroup
@@ -232,6 +233,7 @@ class Simulation:
         self._started = [0] * n_iter
         full = self.full_layout
         job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
+        self.loaders: list[InputPipeline] = []
         for rank, host_index in enumerate(lay.worker_hosts):
             host = lay.hosts[host_index]
             gpu = GPUS[str(host.gpu)]
@@ -266,10 +268,27 @@ class Simulation:
                 costs.overlap_loss,
                 self.spans,
                 self._on_start,
+                self._loader(rank, host, gpus, n_iter),
             )
             self.workers.append(worker)
             self.copies.append(copies)
             env.process(worker.run(n_iter, self._start_delay_s(rank, times.iteration_s, host)))
+
+    def _loader(
+        self, rank: int, host: cluster.Host, gpus: int, n_iter: int
+    ) -> Callable[[], simpy.Event] | None:
+        """Worker ``rank``'s input pipeline when it trains on images: its share of the host's
+        CPU cores decoding its GPUs' batches (None for synthetic data)."""
+        s, decode_us = self.scenario, self.costs.decode_us_per_sample
+        if s.training.data != "images" or decode_us == 0:
+            return None
+        sharing = self.layout.worker_hosts.count(host.index)
+        batch_s = batch_decode_s(
+            gpus * s.training.batch_per_gpu, decode_us, host.cpu_cores / sharing
+        )
+        loader = InputPipeline(self.env, f"worker{rank}.input", batch_s, n_iter)
+        self.loaders.append(loader)
+        return loader.next_batch
 
     def _start_delay_s(self, rank: int, compute_s: float, host: cluster.Host) -> float:
         """Async workers start out of phase, spread over one rough iteration (compute plus
@@ -509,7 +528,7 @@ class Simulation:
 
     def _reset_counters(self) -> None:
         self.net.reset_stats()
-        queues = [c.queue for c in self.copies] + self.vans
+        queues = [c.queue for c in self.copies] + self.vans + [x.queue for x in self.loaders]
         if self.servers is not None:
             queues += self.servers.threads
         for q in queues:
@@ -657,6 +676,15 @@ class Simulation:
                         f"worker {rank} GPU<->CPU copies and local aggregation",
                     )
                 )
+        for rank, x in enumerate(self.loaders):
+            out.append(
+                Utilization(
+                    f"worker{rank}.input",
+                    "input",
+                    x.queue.busy_within(t0, t1) / window,
+                    f"worker {rank} input pipeline (host CPU cores decoding images)",
+                )
+            )
         for w in per_worker:
             out.append(
                 Utilization(

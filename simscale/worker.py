@@ -26,6 +26,7 @@ class WorkerStats:
     compute_s: list[float] = field(default_factory=list)
     blocked_s: list[float] = field(default_factory=list)
     waited_for_others_s: list[float] = field(default_factory=list)
+    input_wait_s: list[float] = field(default_factory=list)  # waiting for decoded images
 
 
 @dataclass
@@ -79,8 +80,10 @@ class Worker:
         overlap_loss: float,
         spans: list[Span] | None,
         on_start: Callable[[int], None],
+        next_batch: Callable[[], simpy.Event] | None = None,
     ) -> None:
         self.env = env
+        self.next_batch = next_batch  # the host's input pipeline; None: synthetic data
         self.rank = rank
         self.layer_keys = layer_keys
         self.fwd_s = fwd_s
@@ -103,6 +106,10 @@ class Worker:
             self.on_start(it)
             factor = float(self.jitter[it])
             compute = blocked = others = 0.0
+            if self.next_batch is not None:
+                t0 = env.now
+                yield self.next_batch()
+                self.stats.input_wait_s.append(env.now - t0)
             for layer, gate in enumerate(self.gates):
                 if gate.event is not None and not gate.event.triggered:
                     t0 = env.now

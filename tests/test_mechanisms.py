@@ -266,3 +266,38 @@ def test_a_synchronous_job_waits_for_its_slowest_gpu(mode: str, waits_for: int) 
     factor = {4: 1.102938, 2: 1 + 0.1 / math.sqrt(math.pi)}[waits_for]
     assert slow.iteration_time_s / plain.iteration_time_s == pytest.approx(factor, rel=2e-3)
     assert CostModel().straggler_sigma == 0.0  # no effect unless a profile says so
+
+
+def _images_scenario(data: str) -> dict:
+    """One host of 4 CPU devices with 2 cores, batch 8 per device, 1 GFLOP per sample:
+    compute 8 x 1e9 x 3 / (0.08e12 x 0.3) = 1 s per iteration (forward plus twice backward)."""
+    return {
+        "cluster": {
+            "hosts": [
+                {"count": 1, "gpus_per_host": 4, "gpu": "cpu", "cpu_cores": 2, "nic_gbps": 10}
+            ]
+        },
+        "model": {"arrays": [{"name": "w", "elements": 1_000, "fwd_gflops": 1.0}]},
+        "training": {"batch_per_gpu": 8, "data": data},
+        "kvstore": {"mode": "local"},
+        "simulation": {"warmup_iterations": 2, "measured_iterations": 4},
+    }
+
+
+@pytest.mark.parametrize(("decode_us", "iteration_s"), [(20_000.0, 1.0), (100_000.0, 1.6)])
+def test_a_host_cannot_train_faster_than_its_cores_decode_images(
+    decode_us: float, iteration_s: float
+) -> None:
+    """A batch is 4 x 8 = 32 images on 2 cores. At 20 ms per image that is 32 x 0.02 / 2 =
+    0.32 s of decoding per 1 s of compute: hidden behind the GPUs. At 100 ms per image it is
+    32 x 0.1 / 2 = 1.6 s: the host decodes slower than it trains, and every iteration waits
+    for its batch. Synthetic data never waits."""
+    costs = NETWORK_ONLY.with_values(
+        compute_efficiency={"cpu/fp32": 0.3}, decode_us_per_sample=decode_us
+    )
+    real = simulate(scenario_from_dict(_images_scenario("images")), costs)
+    synthetic = simulate(scenario_from_dict(_images_scenario("synthetic")), costs)
+    assert synthetic.iteration_time_s == pytest.approx(1.0, rel=1e-3)
+    assert real.iteration_time_s == pytest.approx(iteration_s, rel=1e-3)
+    if iteration_s > 1.0:
+        assert "input pipeline" in real.bottleneck
