@@ -234,6 +234,7 @@ class Simulation:
         full = self.full_layout
         job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
         self.loaders: list[InputPipeline] = []
+        self.straggler_factor, self.straggler_gpus = 1.0, 1
         for rank, host_index in enumerate(lay.worker_hosts):
             host = lay.hosts[host_index]
             gpu = GPUS[str(host.gpu)]
@@ -241,9 +242,10 @@ class Simulation:
                 self.model, gpu.name, s.training.precision, s.training.batch_per_gpu, costs
             )
             gpus = lay.gpus_of(rank)
-            jitter = self._jitter(rng, gpus, n_iter) * straggler_factor(
-                costs.straggler_sigma, synchronised_gpus(mode, job_gpus, gpus)
-            )
+            waits_for = synchronised_gpus(mode, job_gpus, gpus)
+            self.straggler_factor = straggler_factor(costs.straggler_sigma, waits_for)
+            self.straggler_gpus = waits_for
+            jitter = self._jitter(rng, gpus, n_iter) * self.straggler_factor
             copies = HostCopies(
                 env,
                 rank,
@@ -617,7 +619,12 @@ class Simulation:
             breakdown=breakdown,
             per_worker=tuple(per_worker),
             utilization=tuple(util),
-            bottleneck=_bottleneck(util, breakdown, s.kvstore.mode == "allreduce"),
+            bottleneck=_bottleneck(
+                util,
+                breakdown,
+                s.kvstore.mode == "allreduce",
+                stragglers=(1 - 1 / self.straggler_factor, self.straggler_gpus),
+            ),
             iterations_measured=n,
             stable=stable,
             simulated_s=self.env.now,
@@ -698,17 +705,28 @@ class Simulation:
 
 
 def _bottleneck(
-    util: list[Utilization], breakdown: dict[str, float], allreduce: bool = False
+    util: list[Utilization],
+    breakdown: dict[str, float],
+    allreduce: bool = False,
+    stragglers: tuple[float, int] = (0.0, 1),
 ) -> str:
     """The bottleneck in words: the saturated resource, or what holds the iteration back when
     none is saturated (resources taking turns along the push-update-pull chain; for a ring,
-    its per-step latencies and per-tensor costs)."""
+    its per-step latencies and per-tensor costs). ``stragglers``: the share of compute time
+    spent waiting for the slowest GPU, and of how many (simscale.stragglers)."""
     if not util:
         return "nothing measured"
     ranked = sorted(util, key=lambda u: -u.busy_fraction)
     top = ranked[0]
     if top.kind == "gpu" and top.busy_fraction >= 0.9:
-        return f"GPU compute ({top.busy_fraction:.0%} busy): compute-bound, communication hidden"
+        share, gpus = stragglers
+        slowest = (
+            f", {share:.0%} of it waiting for the slowest of {gpus} GPUs" if share >= 0.005 else ""
+        )
+        return (
+            f"GPU compute ({top.busy_fraction:.0%} busy{slowest}): compute-bound, "
+            "communication hidden"
+        )
     if top.kind != "gpu" and top.busy_fraction >= 0.9:
         return f"{top.description} {top.busy_fraction:.0%} busy"
     comm = [u for u in ranked if u.kind != "gpu"][:2]
