@@ -401,6 +401,30 @@ def _summary(judged: Sequence[Judged]) -> dict[str, float]:
     }
 
 
+def fold_values(fits: dict[str, PublishedFit]) -> dict[str, dict[str, float]]:
+    """Each fold's fitted mechanism values (compute efficiencies left out), by held-out
+    campaign: how much a parameter moves with the source left out says how well it is pinned."""
+    return {
+        held: {n: v for n, v in f.values.items() if not n.startswith("compute_efficiency/")}
+        for held, f in sorted(fits.items())
+    }
+
+
+def format_folds(fits: dict[str, PublishedFit]) -> str:
+    """The per-fold values as a table: one row per held-out campaign."""
+    values = fold_values(fits)
+    names = sorted({n for v in values.values() for n in v})
+    if not names:
+        return ""
+    width = max(len("held out"), *(len(h) for h in values))
+    lines = ["", "  fitted with each campaign held out:"]
+    lines.append("  " + f"{'held out':<{width}} " + " ".join(f"{n:>22}" for n in names))
+    for held, v in values.items():
+        cells = " ".join(f"{v[n]:>22.4g}" if n in v else f"{'-':>22}" for n in names)
+        lines.append(f"  {held:<{width}} {cells}")
+    return "\n".join(lines)
+
+
 def format_report(judged: Sequence[Judged], method: str) -> str:
     """The judgement as the terminal shows it: worst first, then per group."""
     lines = [f"published measurements, {method}: {len(judged)} points", ""]

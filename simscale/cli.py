@@ -561,6 +561,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f"each): {', '.join(p.name for p in costly)}",
                 file=sys.stderr,
             )
+        fits: dict[str, pf.PublishedFit] = {}
         if args.fit is not None and args.fit.strip().lower() == "none":
             judged = pf.judge(points, real_hardware_costs())
             method = "no fit: the mechanisms' published starting figures"
@@ -572,17 +573,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True
                 )
 
-            judged, _fits = pf.leave_one_source_out(
+            judged, fits = pf.leave_one_source_out(
                 points, names, progress=held_out, jobs=args.jobs
             )
             print(file=sys.stderr)
             method = "leave-one-source-out (each campaign predicted by a fit on the others)"
         published = pf.report_dict(judged, method)
         published["not_simulated"] = [p.name for p in costly]
+        published["fitted_per_fold"] = pf.fold_values(fits)
         out["published"] = published["published"]
         out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
         if not args.json:
-            print(pf.format_report(judged, method))
+            print(pf.format_report(judged, method) + pf.format_folds(fits))
         if args.plot is not None:
             for path in _published_figures(judged, method, args.plot, args.force):
                 print(f"wrote {path}", file=sys.stderr)

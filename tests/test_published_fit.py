@@ -111,6 +111,11 @@ def test_leave_one_source_out_never_fits_on_the_held_out_campaign(tmp_path: Path
     report = pf.report_dict(judged, "loso")
     assert report["by_system"]["allreduce"]["points"] == 2
     assert "scaling-efficiency points" in pf.format_report(judged, "loso")
+    # The report shows what each fold fitted, so a reader sees how firmly a value is pinned.
+    per_fold = pf.fold_values(fits)
+    assert set(per_fold) == {"a", "b"} and all("connection_gbps" in v for v in per_fold.values())
+    table = pf.format_folds(fits)
+    assert "held out" in table and f"{per_fold['a']['connection_gbps']:.4g}" in table
 
 
 def test_the_default_compute_reproduces_its_own_dlperf_reference() -> None:
