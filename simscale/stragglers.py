@@ -18,6 +18,7 @@ still applies); ``simulation.compute_jitter`` remains for drawing per-GPU factor
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -34,10 +35,10 @@ def expected_max_of_normals(n: int) -> float:
         raise ValueError(f"expected at least one draw, got {n}")
     if n == 1:
         return 0.0
-    from scipy.special import log_ndtr  # only when stragglers are on: keeps `predict` quick
-
-    x, dx = np.linspace(-12.0, 12.0, 48_001, retstep=True)
-    log_density = np.log(n) - 0.5 * x * x - 0.5 * np.log(2 * np.pi) + (n - 1) * log_ndtr(x)
+    # math.erfc, not scipy.special: importing scipy.special costs ~0.2 s of every `predict`.
+    x, dx = np.linspace(-12.0, 12.0, 24_001, retstep=True)
+    cdf = np.array([0.5 * math.erfc(-v / math.sqrt(2.0)) for v in x])  # > 0 down to -12
+    log_density = math.log(n) - 0.5 * x * x - 0.5 * math.log(2 * math.pi) + (n - 1) * np.log(cdf)
     return float(np.sum(x * np.exp(log_density)) * dx)
 
 
