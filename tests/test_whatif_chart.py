@@ -29,6 +29,8 @@ def test_short_bottleneck_names_the_limit() -> None:
     assert short_bottleneck({"bottleneck": "GPU compute (99% busy): compute-bound"}) == (
         "compute-bound"
     )
+    waiting = "GPU compute (100% busy, 12% of it waiting for the slowest of 64 GPUs): compute-bound"
+    assert short_bottleneck({"bottleneck": waiting}) == "compute-bound; 12% stragglers"
     assert (
         short_bottleneck({"bottleneck": "host 8 (server 0) NIC ingress 97% busy"})
         == "server NIC in 97% busy"

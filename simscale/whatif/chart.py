@@ -69,7 +69,8 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     """A few words for a bar: what limits the point (from the result's bottleneck sentence)."""
     text = str(row.get("bottleneck") or "")
     if text.startswith("GPU compute"):
-        return "compute-bound"
+        waiting = re.search(r"(\d+%) of it waiting for the slowest", text)
+        return f"compute-bound; {waiting.group(1)} stragglers" if waiting else "compute-bound"
     m = re.match(r"(exposed communication|waiting for other workers) \(([\d.]+) ms", text)
     if m:
         what = "comm" if m.group(1).startswith("exposed") else "stragglers"
