@@ -112,6 +112,14 @@ class CostModel:
     # microseconds; a host's cores cap its samples/s when training.data is "images".
     # simscale.input_pipeline.
     decode_us_per_sample: float = field(default=0.0, metadata=between(0.0, MAX_US, "us"))
+    # Server CPU to move one tensor byte through gRPC (kvstore.rpc "grpc": TensorFlow's parameter
+    # servers copy every received gradient and every sent weight through protobuf and gRPC
+    # buffers on top of the merge and update), in ns/byte. tensorflow/tensorflow#6116 measured
+    # 0.9 GB/s for one gRPC tensor stream against 20 GB/s in-process (Xeon E5-2630 v3).
+    # simscale.ps.
+    grpc_ns_per_byte: float = field(
+        default=0.0, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte")
+    )
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -151,6 +159,10 @@ class CostModel:
 #   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
 #     used for summing up big arrays on a single machine", default 4, used for arrays above
 #     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
+#   grpc_ns_per_byte 1/0.9: TensorFlow's gRPC RecvTensor moved 0.9 GB/s from one process to
+#     another on a Xeon E5-2630 v3, against 20.2 GB/s in-process (tensorflow/tensorflow#6116,
+#     2016); sharding the variables over more PS processes raised it (2.6 GB/s with 8), i.e. the
+#     limit is per process, not the NIC's.
 REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
@@ -159,6 +171,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "worker_reduction_threads": 4,
     "straggler_sigma": 0.0,
     "decode_us_per_sample": 0.0,
+    "grpc_ns_per_byte": 1.0 / 0.9,
 }
 
 

@@ -9,6 +9,11 @@ at once. With ``pull_request: with_push`` (realrun's pushpull, BytePS) the pull 
 the push on the same connection at once and the server parks it until the round's update is
 done, which takes the ack's and the pull request's trips off the critical path.
 
+With ``rpc: grpc`` (TensorFlow's parameter servers) every tensor also passes through gRPC's copies
+on its way in and on its way out of a server process (costs.grpc_ns_per_byte), on two paths of
+their own: a received gradient is copied before its merge, a weight reply before it is sent. They
+cap a PS process near 1 GB/s each way whatever its NIC; more PS processes raise the total.
+
 Every message costs its sender a software overhead on its one sending thread and then travels on
 the connection between the two processes (simscale.network.stream: in order, one message at a
 time), so acks queue behind pull responses already sent to the same worker.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -57,6 +63,7 @@ class ServerGroup:
         cores: CorePool | None = None,
         on_updated: Callable[[int, int, int | None, float], None] | None = None,
         copies: int = 1,
+        grpc: bool = False,
     ) -> None:
         self.env = env
         # Trace hook: (iteration, key, worker or None for all, time) when a slice is updated.
@@ -77,6 +84,11 @@ class ServerGroup:
         self.request_s = costs.server_request_us * 1e-6
         self.merge_s_per_byte = costs.server_merge_ns_per_byte * 1e-9
         self.update_s_per_byte = costs.server_update_ns_per_byte * 1e-9
+        self.rpc_s_per_byte = costs.grpc_ns_per_byte * 1e-9
+        # gRPC's receive and send copies per server process (empty unless kvstore.rpc is grpc).
+        n = len(server_hosts) if grpc else 0
+        self.rpc_in = [SerialQueue(env, f"server{s}.grpc-in", cores) for s in range(n)]
+        self.rpc_out = [SerialQueue(env, f"server{s}.grpc-out", cores) for s in range(n)]
 
     def push(
         self,
@@ -89,6 +101,17 @@ class ServerGroup:
     ) -> None:
         """A push of ``nbytes`` of gradient from ``worker`` has arrived at ``server``;
         ``on_ack(wait_for_others_s)`` is called when the ack reaches the worker."""
+        if self.rpc_in:  # gRPC copies the gradient in before the handler sees it
+            copied = self.rpc_in[server].run(self.copies * nbytes * self.rpc_s_per_byte)
+            copied.callbacks.append(
+                lambda _e: self._handle_push(it, key, server, nbytes, worker, on_ack)
+            )
+        else:
+            self._handle_push(it, key, server, nbytes, worker, on_ack)
+
+    def _handle_push(self, *push: Any) -> None:
+        """The handler thread's part of ``push`` (same arguments)."""
+        it, key, server, nbytes, worker, on_ack = push
         thread = self.threads[server]
         if not self.sync:
             cost = self.copies * (self.request_s + nbytes * self.update_s_per_byte)
@@ -137,13 +160,15 @@ class ServerGroup:
         stream = self.to_worker(server, worker)
         self._run_own_turn(server, self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
 
-    def _run_own_turn(self, server: int, cost_s: float) -> simpy.Event:
+    def _run_own_turn(
+        self, server: int, cost_s: float, queue: SerialQueue | None = None
+    ) -> simpy.Event:
         """Queue one message's work on the server's thread, once per copy it stands for; the
         event fires at the representative's own turn, the middle one: identical workers' acks
         and replies are served in no fixed order, so on average a worker waits for half of the
         others (the exact model, tests/test_symmetry.py, agrees within 0.3% where serving it
         last was 1-2% slow on server-bound shapes)."""
-        thread = self.threads[server]
+        thread = self.threads[server] if queue is None else queue
         if self.copies == 1:
             return thread.run(cost_s)
         before = (self.copies - 1) // 2
@@ -165,9 +190,18 @@ class ServerGroup:
         stream = self.to_worker(server, worker)
 
         def respond(waited: float) -> None:
-            self._run_own_turn(server, self.request_s + self.msg_s).callbacks.append(
-                lambda _e: stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
-            )
+            def send(_e: simpy.Event) -> None:
+                stream.send(nbytes + HEADER_BYTES, lambda: on_data(waited), key)
+
+            handled = self._run_own_turn(server, self.request_s + self.msg_s)
+            if self.rpc_out:
+                out = self.rpc_out[server]
+                cost_s = nbytes * self.rpc_s_per_byte
+                handled.callbacks.append(
+                    lambda _e: self._run_own_turn(server, cost_s, out).callbacks.append(send)
+                )
+            else:
+                handled.callbacks.append(send)
 
         if not (self.sync and self.pull_with_push):
             respond(0.0)

@@ -301,6 +301,11 @@ class KVStoreConfig:
     # push, whose ack the server sends after the update), or "with_push" as realrun's pushpull
     # and BytePS (the request follows the push at once and waits at the server).
     pull_request: Literal["after_ack", "with_push"] = "after_ack"
+    # The RPC stack the PS messages go through: "ps-lite" as MXNet (zmq sends tensors from their
+    # own buffers), or "grpc" as TensorFlow's parameter servers, whose server process copies every
+    # tensor byte through protobuf and gRPC buffers (costs.grpc_ns_per_byte). realrun speaks
+    # ps-lite only.
+    rpc: Literal["ps-lite", "grpc"] = "ps-lite"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 

@@ -195,6 +195,7 @@ class Simulation:
                 cores=self.cores,
                 on_updated=self.key_phases.updated if self.key_phases else None,
                 copies=self.copies_per_worker,
+                grpc=s.kvstore.rpc == "grpc",
             )
             self.slices = [
                 [
@@ -532,7 +533,7 @@ class Simulation:
         self.net.reset_stats()
         queues = [c.queue for c in self.copies] + self.vans + [x.queue for x in self.loaders]
         if self.servers is not None:
-            queues += self.servers.threads
+            queues += self.servers.threads + self.servers.rpc_in + self.servers.rpc_out
         for q in queues:
             q.reset()
 
@@ -673,6 +674,18 @@ class Simulation:
                         f"server {sv} handler thread (host {self.full_layout.server_hosts[sv]})",
                     )
                 )
+            rpc = zip(self.servers.rpc_in, self.servers.rpc_out, strict=True)
+            for sv, (qi, qo) in enumerate(rpc):
+                for q, way in ((qi, "in"), (qo, "out")):
+                    out.append(
+                        Utilization(
+                            f"server{sv}.grpc-{way}",
+                            "server",
+                            q.busy_within(t0, t1) / window,
+                            f"server {sv} gRPC copies {way} "
+                            f"(host {self.full_layout.server_hosts[sv]})",
+                        )
+                    )
         for rank, c in enumerate(self.copies):
             if c.queue.busy_s > 0:
                 out.append(

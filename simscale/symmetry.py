@@ -197,8 +197,9 @@ def exact_out_of_reach(scenario: Scenario, layout: Layout) -> str | None:
 
 
 def merge_burst(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
-    """Seconds a server's handler thread spends on one round of the largest slice, W requests
-    and merges back to back (simscale.ps), over the compute seconds of one iteration."""
+    """Seconds a server's handler thread (or its gRPC receive path) spends on one round of the
+    largest slice, W requests and merges back to back (simscale.ps), over the compute seconds of
+    one iteration."""
     model = scenario.model.spec()
     largest = max(
         sl.elements
@@ -209,6 +210,8 @@ def merge_burst(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     burst_s = layout.num_workers * (
         costs.server_request_us * 1e-6 + nbytes * costs.server_merge_ns_per_byte * 1e-9
     )
+    if scenario.kvstore.rpc == "grpc":  # the gRPC receive copies queue the same way
+        burst_s = max(burst_s, layout.num_workers * nbytes * costs.grpc_ns_per_byte * 1e-9)
     compute_s = _compute_s(scenario, layout, costs)
     return burst_s / compute_s if compute_s > 0 else float("inf")
 

@@ -7,6 +7,7 @@ one on and check the change it makes against the arithmetic that defines it.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from test_simulator import NETWORK_ONLY
@@ -304,3 +305,39 @@ def test_a_host_cannot_train_faster_than_its_cores_decode_images(
     assert real.iteration_time_s == pytest.approx(iteration_s, rel=1e-3)
     if iteration_s > 1.0:
         assert "input pipeline" in real.bottleneck
+
+
+def _grpc_scenario(rpc: str, servers: int, workers: int = 1) -> dict:
+    """One-worker hosts and dedicated server hosts, all on NICs fast enough not to matter
+    (1 Tbit/s), one 50 MB array split over the servers, next to no compute."""
+    s = _per_gpu_workers_scenario(1)
+    s["cluster"]["hosts"][0].update(nic_gbps=1000, count=workers)
+    s["cluster"]["server_hosts"]["count"] = servers
+    s["kvstore"].update(rpc=rpc, servers=servers, bigarray_bound=1_000_000)
+    return s
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_grpc_copies_cap_each_server_process(servers: int) -> None:
+    """At 1 ns/byte a server process copies 1 GB/s. Each of S servers holds 5e7 / S bytes of
+    the array: one worker's push takes 0.05 / S s to copy in, then (after the update) the reply
+    0.05 / S s to copy out: 0.1 / S s per iteration, plus well under a millisecond on the wire.
+    More PS processes raise the total. ps-lite pays no such copies."""
+    costs = replace(NETWORK_ONLY, grpc_ns_per_byte=1.0)
+    r = simulate(scenario_from_dict(_grpc_scenario("grpc", servers)), costs)
+    assert r.iteration_time_s == pytest.approx(0.1 / servers, rel=0.02)
+    lite = simulate(scenario_from_dict(_grpc_scenario("ps-lite", servers)), costs)
+    assert lite.iteration_time_s < 0.002
+    assert CostModel().grpc_ns_per_byte == 0.0
+    assert real_hardware_costs().grpc_ns_per_byte == pytest.approx(1 / 0.9)
+
+
+def test_grpc_copies_in_and_out_run_side_by_side() -> None:
+    """Two workers put 0.1 s of copies on each way of one server per iteration (2 x 0.05 s in,
+    2 x 0.05 s out). The first worker's next push is copied in while the second's reply is
+    copied out, so an iteration takes less than the 0.2 s one thread would, and more than the
+    0.1 s of either way alone."""
+    costs = replace(NETWORK_ONLY, grpc_ns_per_byte=1.0)
+    r = simulate(scenario_from_dict(_grpc_scenario("grpc", 1, workers=2)), costs)
+    assert 0.1 < r.iteration_time_s < 0.19
+    assert "gRPC copies" in " ".join(u.description for u in r.utilization)

@@ -112,6 +112,12 @@ def test_links_are_dilated_and_real_compute_refuses_a_dilation() -> None:
     check_runnable(load_scenario(MLP_COLOCATED, ["realrun.dilation=2"]), LaunchOptions())
 
 
+def test_realrun_refuses_a_grpc_parameter_server() -> None:
+    """kvstore.rpc grpc is TensorFlow's PS, which the simulator models and realrun does not run."""
+    with pytest.raises(ValueError, match="realrun's servers speak ps-lite"):
+        check_runnable(load_scenario(MLP_COLOCATED, ["kvstore.rpc=grpc"]), LaunchOptions())
+
+
 def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> None:
     """2 worker hosts + 2 dedicated server hosts: the scheduler on host 0, workers on 0 and 1,
     servers on hosts 2 and 3; nothing is built before the launcher is entered."""

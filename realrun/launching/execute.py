@@ -61,6 +61,11 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
     from realrun.node import check_compute
 
     check_compute(scenario)
+    if scenario.kvstore.rpc != "ps-lite":
+        raise ValueError(
+            f"kvstore.rpc {scenario.kvstore.rpc!r}: realrun's servers speak ps-lite over zmq "
+            "only; the simulator models gRPC's copies (simscale predict)"
+        )
     if options.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
     if options.launcher == "netns":
