@@ -126,7 +126,11 @@ MAX_COMMUNICATION_LOAD = 0.5
 # 32 hosts of ResNet-18 came to -0.2%. The generated family of tests/test_symmetry.py reaches 2.3%
 # within 1%. Neither NIC nor thread load alone tells these apart (AlexNet on 8 to 32 hosts, NIC
 # loads 2.5 to 3.2 and threads busy 70-80% of an iteration, stayed within 0.7%), so both bounds
-# hold.
+# hold. With the stragglers of real-v1 (2026-11-24) ResNet-18 on 16, 24 and 32 hosts measures
+# -5.7%, -4.6%, -5.5% (burst 5.3% and up: all run exact). There the exact model's 16 pushes of
+# one 2.4 MB slice reach their server spread over 13-20 ms, four times the 3.9 ms they take to
+# merge, where the representative's W copies arrive together: a reduction that matches beyond
+# this bound has to reproduce that spread.
 MAX_MERGE_BURST = 0.04
 
 
