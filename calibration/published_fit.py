@@ -37,6 +37,7 @@ from calibration.fit import PARAMETERS, Parameter, with_values
 from calibration.published import PublishedPoint
 from simscale.compute import samples_per_s_without_communication
 from simscale.costs import CostModel, real_hardware_costs
+from simscale.input_pipeline import loader_cores
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.simulator import simulate
 
@@ -110,12 +111,18 @@ def published_value(p: PublishedPoint) -> float:
 
 
 def _single_gpu_throughput(s: Scenario, costs: CostModel) -> float:
-    """One GPU's samples/s: the compute model alone (what a local 1-GPU run measures)."""
-    g = s.cluster.hosts[0].resolved()[1]
+    """One GPU's samples/s as a local 1-GPU run measures it: the compute model, and on real
+    images no faster than one process's loader threads decode on the host."""
+    host = s.cluster.hosts[0]
+    resolved = host.resolved()
     t = s.training
-    return samples_per_s_without_communication(
-        s.model.spec(), g, t.precision, t.batch_per_gpu, costs
+    compute = samples_per_s_without_communication(
+        s.model.spec(), resolved[1], t.precision, t.batch_per_gpu, costs
     )
+    if t.data != "images" or costs.decode_us_per_sample == 0:
+        return compute
+    cores = loader_cores(resolved[4], 1, 1, t.data_threads)
+    return min(compute, cores / (costs.decode_us_per_sample * 1e-6))
 
 
 def _for_fit(s: Scenario) -> Scenario:
@@ -132,7 +139,11 @@ def predict_point(p: PublishedPoint, costs: CostModel, *, fitting: bool = False)
         return _single_gpu_throughput(p.scenario, costs)
     s = _for_fit(p.scenario) if fitting else p.scenario
     r = simulate(s, costs)
-    return r.scaling_efficiency if kind_of(p) == "efficiency" else r.throughput_samples_per_s
+    if kind_of(p) != "efficiency":
+        return r.throughput_samples_per_s
+    # As published: against what one GPU of the same setup trains at, its own loader included
+    # (the simulator's efficiency is against compute alone; the two differ only on real images).
+    return r.throughput_samples_per_s / (s.num_gpus * _single_gpu_throughput(s, costs))
 
 
 def fit_cost(p: PublishedPoint) -> int:

@@ -9,7 +9,9 @@ network or the number of hosts. Published scaling tables show it as a flat per-h
 
 The model: one loader per worker, its share of the host's cores producing one batch every
 ``samples x decode_us_per_sample / cores`` seconds, at most ``PREFETCH_BATCHES`` ahead; an
-iteration starts its forward pass only when its batch is ready.
+iteration starts its forward pass only when its batch is ready. A training script gives each
+process a fixed number of decoding threads (``training.data_threads``): one process on a big
+host then decodes with those threads only, however many cores stand idle beside it.
 """
 
 from __future__ import annotations
@@ -48,3 +50,14 @@ class InputPipeline:
 def batch_decode_s(samples: int, decode_us_per_sample: float, cores: float) -> float:
     """Seconds ``cores`` CPU cores take to read, decode and augment ``samples`` images."""
     return samples * decode_us_per_sample * 1e-6 / cores
+
+
+def loader_cores(
+    host_cores: int, processes_on_host: int, processes: int, data_threads: int | None
+) -> float:
+    """CPU cores decoding for ``processes`` training processes of a host running
+    ``processes_on_host``: each process gets its fair share of the cores, and no more than the
+    ``data_threads`` its script starts (None: no limit but the share)."""
+    share = host_cores / processes_on_host
+    per_process = share if data_threads is None else min(float(data_threads), share)
+    return per_process * processes

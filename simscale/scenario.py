@@ -255,13 +255,15 @@ class TrainingConfig:
     precision: Literal["fp32", "fp16"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     # Samples in one epoch and epochs to train: with both, results report time and cost to train.
-    dataset_samples: int | None = field(
-        default=None, metadata=count_in(1, 10**13, "samples")
-    )
+    dataset_samples: int | None = field(default=None, metadata=count_in(1, 10**13, "samples"))
     epochs: float | None = field(default=None, metadata=above(0.0, 1e6, "epochs"))
     # Where samples come from: "synthetic" tensors already on the GPUs (benchmark scripts'
     # default), or "images" read and decoded on each host's CPU cores (simscale.input_pipeline).
     data: Literal["synthetic", "images"] = "synthetic"
+    # With images: the threads (or loader processes) each training process decodes with, as its
+    # script sets them (gluon-cv's --data-nthreads, MXNet's preprocess_threads). None: the
+    # processes on a host share all of its cores. A process never gets more than its share.
+    data_threads: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES, "threads"))
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,12 @@ class Scenario:
     def validate(self) -> None:
         kv = self.kvstore
         n_hosts = self.num_worker_hosts
+        if self.training.data_threads is not None and self.training.data != "images":
+            raise ConfigError(
+                "training.data_threads",
+                f"got {self.training.data_threads} with training.data "
+                f"{self.training.data!r}, expected training.data 'images' (threads decode images)",
+            )
         if kv.mode not in DIST_MODES:
             for i, g in enumerate(self.cluster.hosts):
                 if g.workers_per_host > 1:

@@ -19,7 +19,7 @@ from simscale.allreduce import AllReduce, intra_host_step_s
 from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
 from simscale.hardware import GPUS
-from simscale.input_pipeline import InputPipeline, batch_decode_s
+from simscale.input_pipeline import InputPipeline, batch_decode_s, loader_cores
 from simscale.network import make_network
 from simscale.network.stream import Stream
 from simscale.ps import HEADER_BYTES, ServerGroup
@@ -281,14 +281,15 @@ class Simulation:
         self, rank: int, host: cluster.Host, gpus: int, n_iter: int
     ) -> Callable[[], simpy.Event] | None:
         """Worker ``rank``'s input pipeline when it trains on images: its share of the host's
-        CPU cores decoding its GPUs' batches (None for synthetic data)."""
+        CPU cores decoding its GPUs' batches (None for synthetic data). An all-reduce worker
+        stands for one process per GPU (Horovod's ranks), each with its own loader threads."""
         s, decode_us = self.scenario, self.costs.decode_us_per_sample
         if s.training.data != "images" or decode_us == 0:
             return None
-        sharing = self.layout.worker_hosts.count(host.index)
-        batch_s = batch_decode_s(
-            gpus * s.training.batch_per_gpu, decode_us, host.cpu_cores / sharing
-        )
+        processes = gpus if s.kvstore.mode == "allreduce" else 1
+        sharing = self.layout.worker_hosts.count(host.index) * processes
+        cores = loader_cores(host.cpu_cores, sharing, processes, s.training.data_threads)
+        batch_s = batch_decode_s(gpus * s.training.batch_per_gpu, decode_us, cores)
         loader = InputPipeline(self.env, f"worker{rank}.input", batch_s, n_iter)
         self.loaders.append(loader)
         return loader.next_batch

@@ -13,6 +13,7 @@ import pytest
 from test_simulator import NETWORK_ONLY
 
 from simscale.compute import layer_times, winograd_layers
+from simscale.config import ConfigError
 from simscale.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_costs
 from simscale.hardware import GPUS
 from simscale.scenario import scenario_from_dict
@@ -305,6 +306,42 @@ def test_a_host_cannot_train_faster_than_its_cores_decode_images(
     assert real.iteration_time_s == pytest.approx(iteration_s, rel=1e-3)
     if iteration_s > 1.0:
         assert "input pipeline" in real.bottleneck
+
+
+@pytest.mark.parametrize(
+    ("devices", "mode", "data_threads", "iteration_s"),
+    [
+        (1, "local", None, 1.0),
+        (1, "local", 2, 2.0),
+        (4, "allreduce", 4, 2.0),
+        (4, "allreduce", 1, 4.0),
+    ],
+)
+def test_a_process_decodes_with_the_threads_its_script_gives_it(
+    devices: int, mode: str, data_threads: int | None, iteration_s: float
+) -> None:
+    """8 cores, 500 ms per image, batch 8 per device, 1 s of compute. One process with every
+    core decodes its 8 images in 8 x 0.5 / 8 = 0.5 s, hidden; held to 2 threads it takes
+    8 x 0.5 / 2 = 2 s. Four all-reduce ranks (one per device) share the 8 cores, 2 each: with 4
+    threads apiece they still get 2, so 32 x 0.5 / 8 = 2 s; with 1 thread apiece 4 cores
+    decode, 32 x 0.5 / 4 = 4 s."""
+    s = _images_scenario("images")
+    s["cluster"]["hosts"][0].update(gpus_per_host=devices, cpu_cores=8)
+    s["kvstore"]["mode"] = mode
+    if data_threads is not None:
+        s["training"]["data_threads"] = data_threads
+    costs = NETWORK_ONLY.with_values(
+        compute_efficiency={"cpu/fp32": 0.3}, decode_us_per_sample=500_000.0
+    )
+    result = simulate(scenario_from_dict(s), costs)
+    assert result.iteration_time_s == pytest.approx(iteration_s, rel=2e-3)
+
+
+def test_decoding_threads_need_images() -> None:
+    s = _images_scenario("synthetic")
+    s["training"]["data_threads"] = 4
+    with pytest.raises(ConfigError, match=r"training\.data_threads"):
+        scenario_from_dict(s)
 
 
 def _grpc_scenario(rpc: str, servers: int, workers: int = 1) -> dict:
