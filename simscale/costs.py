@@ -6,6 +6,7 @@ uses is either in the scenario or a data-sheet number in simscale.hardware.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,9 +115,8 @@ class CostModel:
     decode_us_per_sample: float = field(default=0.0, metadata=between(0.0, MAX_US, "us"))
     # Server CPU to move one tensor byte through gRPC (kvstore.rpc "grpc": TensorFlow's parameter
     # servers copy every received gradient and every sent weight through protobuf and gRPC
-    # buffers on top of the merge and update), in ns/byte. tensorflow/tensorflow#6116 measured
-    # 0.9 GB/s for one gRPC tensor stream against 20 GB/s in-process (Xeon E5-2630 v3).
-    # simscale.ps.
+    # buffers on top of the merge and update), in ns/byte: one process moves at most 1/this
+    # GB/s each way, whatever its NIC (GRPC_STREAM_MB_PER_S below). simscale.ps.
     grpc_ns_per_byte: float = field(
         default=0.0, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte")
     )
@@ -143,6 +143,14 @@ class CostModel:
         return replace(self, **values)
 
 
+# One TensorFlow process sending tensors to another over gRPC, MB/s, as published (worker to
+# worker or worker to PS, no Python fetch), 2016-2017, the years of the dataset's TF sources:
+# tensorflow/tensorflow#4498: 161.6 (local_distributed_benchmark.py, TF 0.10) and 1.3 Gbit/s of
+# a PS's traffic in training on 40 GbE (162); #6256: 569.3 (benchmark_grpc_recv.py, 128 MB);
+# #6116: 900 (Dec 2016, Xeon E5-2630 v3), after the August 2017 gRPC upgrade 800 (one 10 GbE
+# link), 287.9 (one machine) and ~500 (three machines); #11261: 196.1 (master, July 2017).
+GRPC_STREAM_MB_PER_S = (161.6, 162.0, 569.3, 900.0, 800.0, 287.9, 500.0, 196.1)
+
 # Where each real-cluster mechanism starts, from a public figure (calibration fits from here):
 #   winograd_3x3_speedup 2.25: F(2x2, 3x3) needs 2.25x fewer multiplies than direct
 #     convolution (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016,
@@ -159,10 +167,11 @@ class CostModel:
 #   worker_reduction_threads 4: MXNET_KVSTORE_REDUCTION_NTHREADS, "the number of CPU threads
 #     used for summing up big arrays on a single machine", default 4, used for arrays above
 #     MXNET_KVSTORE_BIGARRAY_BOUND and by dist_sync (mxnet.apache.org/api/faq/env_var).
-#   grpc_ns_per_byte 1/0.9: TensorFlow's gRPC RecvTensor moved 0.9 GB/s from one process to
-#     another on a Xeon E5-2630 v3, against 20.2 GB/s in-process (tensorflow/tensorflow#6116,
-#     2016); sharding the variables over more PS processes raised it (2.6 GB/s with 8), i.e. the
-#     limit is per process, not the NIC's.
+#   grpc_ns_per_byte 1/0.394 (394 MB/s): the median of the public measurements of one TensorFlow
+#     process's gRPC tensor transfers to another (GRPC_STREAM_MB_PER_S), which span 160 to
+#     900 MB/s with the build and the machines; sharding the variables over more PS processes
+#     raised the total (0.9 -> 2.6 GB/s with 8, #6116), i.e. the limit is per process, not the
+#     NIC's.
 REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
@@ -171,7 +180,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "worker_reduction_threads": 4,
     "straggler_sigma": 0.0,
     "decode_us_per_sample": 0.0,
-    "grpc_ns_per_byte": 1.0 / 0.9,
+    "grpc_ns_per_byte": 1e3 / statistics.median(GRPC_STREAM_MB_PER_S),
 }
 
 

@@ -12,7 +12,8 @@ done, which takes the ack's and the pull request's trips off the critical path.
 With ``rpc: grpc`` (TensorFlow's parameter servers) every tensor also passes through gRPC's copies
 on its way in and on its way out of a server process (costs.grpc_ns_per_byte), on two paths of
 their own: a received gradient is copied before its merge, a weight reply before it is sent. They
-cap a PS process near 1 GB/s each way whatever its NIC; more PS processes raise the total.
+cap a PS process at a few hundred MB/s each way whatever its NIC; more PS processes raise the
+total.
 
 Every message costs its sender a software overhead on its one sending thread and then travels on
 the connection between the two processes (simscale.network.stream: in order, one message at a
