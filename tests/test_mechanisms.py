@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from test_simulator import NETWORK_ONLY
 
-from simscale.compute import layer_times, winograd_layers
+from simscale.compute import layer_times, winograd_layers, winograd_speedup
 from simscale.config import ConfigError
 from simscale.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_costs
 from simscale.hardware import GPUS
@@ -53,6 +53,21 @@ def test_winograd_speeds_up_only_3x3_layers() -> None:
         TWO_LAYERS, "V100", "fp32", 4, CostModel(compute_efficiency={"V100/fp32": 0.5})
     )
     assert plain.forward_s[0] == pytest.approx(plain.forward_s[1])
+
+
+def test_winograd_speeds_up_5x5_filters_at_the_same_tile() -> None:
+    """F(m x m, r x r) saves (m r / (m + r - 1))^2 of the multiplies. A 3x3 speed-up of 2.25 is
+    F(2x2, 3x3) (6^2 / 4^2), so a 5x5 filter gets F(2x2, 5x5): 10^2 / 6^2 = 2.78; 4.0 is
+    F(4x4, 3x3) (12^2 / 6^2), so 5x5 gets 20^2 / 8^2 = 6.25. A 1x1 or 7x7 filter gets none."""
+    assert winograd_speedup(3, 2.25) == pytest.approx(2.25)
+    assert winograd_speedup(5, 2.25) == pytest.approx(100 / 36)
+    assert winograd_speedup(5, 4.0) == pytest.approx(400 / 64)
+    assert winograd_speedup(1, 4.0) == winograd_speedup(7, 4.0) == 1.0
+    five = ModelSpec("five", (Layer("conv5x5", 1e9, (ParamArray("c.weight", (8, 4, 5, 5)),)),))
+    costs = CostModel(compute_efficiency={"V100/fp32": 0.5}, winograd_3x3_speedup=2.25)
+    rate = GPUS["V100"].peak_fp32_tflops * 1e12 * 0.5
+    t = layer_times(five, "V100", "fp32", 4, costs)
+    assert t.forward_s[0] == pytest.approx(4e9 / rate / (100 / 36))
 
 
 def _ring_scenario(arrays: list[dict], nic_gbps: float = 100.0) -> dict:

@@ -48,11 +48,12 @@ TORCHVISION_GMACS = {
     "inception_v3": 5.713,
 }
 
-ALL_MODELS = [*TORCHVISION_PARAMS, "mlp", "convnet_small"]
+ALL_MODELS = [*TORCHVISION_PARAMS, "alexnet_mxnet", "mlp", "convnet_small"]
 
 
 def test_every_model_is_registered() -> None:
-    """The zoo offers the eight torchvision models and the two small test models, and no others."""
+    """The zoo offers the eight torchvision models, MXNet's AlexNet and the two small test
+    models, and no others."""
     assert zoo.names() == sorted(ALL_MODELS)
 
 
@@ -76,6 +77,32 @@ def test_array_counts(name: str, n_arrays: int) -> None:
     """One key per weight, bias, BN weight and BN bias: ResNet-50 has 161, VGG-16 32 (13 convs
     and 3 linear layers, each with a bias)."""
     assert len(zoo.get(name).arrays) == n_arrays
+
+
+def test_mxnet_alexnet_by_hand() -> None:
+    """MXNet's example AlexNet on 3x224x224: conv1 11x11/4 unpadded gives 96x54x54, pooled to
+    26x26; conv2 5x5 gives 256x26x26, pooled to 12x12; conv3-5 keep 12x12, pooled to 256x5x5 =
+    6,400 inputs to fc1. Weights and biases: 34,944 + 614,656 + 885,120 + 1,327,488 + 884,992 +
+    26,218,496 + 16,781,312 + 4,097,000 = 50,844,008. conv2 alone is 2*256*26*26*96*5*5 =
+    830,668,800 FLOPs (plus its bias, ReLU, pool and LRN), the largest layer."""
+    spec = zoo.get("alexnet_mxnet")
+    assert spec.params == 50_844_008
+    assert [a.shape for a in spec.arrays[::2]] == [
+        (96, 3, 11, 11),
+        (256, 96, 5, 5),
+        (384, 256, 3, 3),
+        (384, 384, 3, 3),
+        (256, 384, 3, 3),
+        (4096, 6400),
+        (4096, 4096),
+        (1000, 4096),
+    ]
+    conv2 = spec.layers[1]
+    bias_relu = 2 * 256 * 26 * 26
+    pool = 9 * 256 * 12 * 12
+    lrn = 8 * 256 * 12 * 12
+    assert conv2.fwd_flops == 830_668_800 + bias_relu + pool + lrn
+    assert max(spec.layers, key=lambda lyr: lyr.fwd_flops) is conv2
 
 
 def test_small_models_have_a_splittable_array() -> None:

@@ -1,5 +1,5 @@
 """Architecture families; importing this package registers every zoo model."""
 
-from simscale.zoo.architectures import alexnet, inception, resnet, small, vgg
+from simscale.zoo.architectures import alexnet, alexnet_mxnet, inception, resnet, small, vgg
 
-__all__ = ["alexnet", "inception", "resnet", "small", "vgg"]
+__all__ = ["alexnet", "alexnet_mxnet", "inception", "resnet", "small", "vgg"]

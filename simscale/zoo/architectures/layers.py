@@ -12,7 +12,8 @@ What a forward FLOP count includes (per sample, a multiply-add counts as 2 FLOPs
 - convolution: 2·C_out·H_out·W_out·(C_in/groups)·k_h·k_w, plus C_out·H_out·W_out for a bias;
 - linear: 2·in·out, plus out for a bias;
 - batch norm: 2 per element (normalise with per-channel scale and shift);
-- ReLU, residual add, dropout: 1 per element;
+- ReLU, residual add, dropout: 1 per element; local response normalisation over n channels:
+  n + 3 per element;
 - max/avg pooling: k_h·k_w per output element; adaptive average pooling: 1 per input element.
 
 The elementwise terms are well under 1 % of a ResNet's convolutions. They are memory-bound on real
@@ -138,6 +139,12 @@ def add() -> Step:
 def dropout() -> Step:
     """Dropout in training: one multiply by the mask per element."""
     return _elementwise(1)
+
+
+def local_response_norm(size: int) -> Step:
+    """Local response normalisation across ``size`` neighbouring channels (AlexNet 2012): per
+    element, ``size`` squares summed, then a scale, a power and a divide: size + 3 FLOPs."""
+    return _elementwise(size + 3)
 
 
 def flatten() -> Step:
