@@ -193,6 +193,34 @@ class AlexNet(nn.Module):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
 
 
+class AlexNetMXNet(nn.Module):
+    """MXNet's example AlexNet (symbols/alexnet.py): Krizhevsky 2012 with the towers merged,
+    LRN after the first two pooled convolutions, no adaptive pool."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 96, 11, stride=4)
+        self.conv2 = nn.Conv2d(96, 256, 5, padding=2)
+        self.conv3 = nn.Conv2d(256, 384, 3, padding=1)
+        self.conv4 = nn.Conv2d(384, 384, 3, padding=1)
+        self.conv5 = nn.Conv2d(384, 256, 3, padding=1)
+        self.fc1 = nn.Linear(256 * 5 * 5, 4096)
+        self.fc2 = nn.Linear(4096, 4096)
+        self.fc3 = nn.Linear(4096, num_classes)
+        self.pool = nn.MaxPool2d(3, stride=2)
+        self.lrn = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
+        self.relu = nn.ReLU(inplace=True)
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.lrn(self.pool(self.relu(self.conv1(x))))
+        x = self.lrn(self.pool(self.relu(self.conv2(x))))
+        x = self.relu(self.conv4(self.relu(self.conv3(x))))
+        x = torch.flatten(self.pool(self.relu(self.conv5(x))), 1)
+        x = self.dropout(self.relu(self.fc1(x)))
+        return self.fc3(self.dropout(self.relu(self.fc2(x))))
+
+
 # --- Inception v3 (torchvision models/inception.py, aux_logits=True) ---------------------------
 
 
@@ -432,6 +460,7 @@ _MODELS: dict[str, _Entry] = {
     "resnet152": _Entry(lambda: ResNet(Bottleneck, (3, 8, 36, 3)), _IMAGENET, 1000),
     "vgg16": _Entry(lambda: VGG(_VGG16_CONFIG), _IMAGENET, 1000),
     "alexnet": _Entry(AlexNet, _IMAGENET, 1000),
+    "alexnet_mxnet": _Entry(AlexNetMXNet, _IMAGENET, 1000),
     "inception_v3": _Entry(Inception3, (3, 299, 299), 1000),
     "mlp": _Entry(MLP, (784,), 10),
     "convnet_small": _Entry(ConvNetSmall, (3, 32, 32), 10),
