@@ -369,7 +369,14 @@ def groups_of(j: Judged) -> dict[str, str]:
         "link": f"{p.link_gbps:g}Gbit/s",
         "compared as": j.kind,
         "source": p.campaign,
+        "setup": "unmodelled" if p.unmodelled else "expressible",
     }
+
+
+def expressible(judged: Sequence[Judged]) -> list[Judged]:
+    """The points whose setup the scenario format expresses: not ``unmodelled`` ones, which
+    are judged (they are part of the headline) but show where the model has no mechanism."""
+    return [j for j in judged if not j.point.unmodelled]
 
 
 def efficiency_points_error(judged: Sequence[Judged]) -> float:
@@ -386,6 +393,14 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
             s: _summary([j for j in judged if j.point.system == s]) for s in SYSTEMS_JUDGED
         },
         "efficiency_points_mean_abs": efficiency_points_error(judged),
+        # The same over the points whose setup is expressible (``unmodelled`` left out).
+        "expressible": {
+            "by_system": {
+                s: _summary([j for j in expressible(judged) if j.point.system == s])
+                for s in SYSTEMS_JUDGED
+            },
+            "efficiency_points_mean_abs": efficiency_points_error(expressible(judged)),
+        },
         "by_group": group_errors(judged),
         "published": [
             {
@@ -397,6 +412,7 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
                 "published": j.published,
                 "predicted": j.predicted,
                 "error": j.error,
+                "unmodelled": j.point.unmodelled,
             }
             for j in judged
         ],
@@ -467,4 +483,19 @@ def format_report(judged: Sequence[Judged], method: str) -> str:
     eff = efficiency_points_error(judged)
     if not math.isnan(eff):
         lines.append(f"scaling-efficiency points: mean absolute error {eff * 100:.1f} points")
+    modelled = expressible(judged)
+    if 0 < len(modelled) < len(judged):
+        parts = []
+        for s in SYSTEMS_JUDGED:
+            summ = _summary([j for j in modelled if j.point.system == s])
+            if summ["points"]:
+                parts.append(f"{s} {summ['mean_ape']:.1%} / {summ['worst_ape']:.1%}")
+        eff = efficiency_points_error(modelled)
+        if not math.isnan(eff):
+            parts.append(f"efficiency {eff * 100:.1f} points")
+        n = len(judged) - len(modelled)
+        lines.append(
+            f"without the {n} unmodelled point{'s' * (n != 1)} (setups the scenario format "
+            "cannot express), mean / worst: " + ", ".join(parts)
+        )
     return "\n".join(lines)

@@ -138,6 +138,32 @@ def test_leave_one_source_out_never_fits_on_the_held_out_campaign(tmp_path: Path
     assert "held out" in table and f"{per_fold['a']['connection_gbps']:.4g}" in table
 
 
+def test_unmodelled_points_count_in_the_headline_and_are_also_reported_apart(
+    tmp_path: Path,
+) -> None:
+    """A point the scenario format cannot express is judged with the rest; the report adds the
+    figures without it, so a reader sees where the model applies and where it has no mechanism."""
+    import dataclasses
+
+    points = load_published([_figures(tmp_path, "a", (2, 4))])
+    points = [
+        dataclasses.replace(p, unmodelled="a mechanism the model lacks") if p.name == "r4" else p
+        for p in points
+    ]
+    wrong = TRUTH.with_values(connection_gbps=2.0)  # the rings come out too slow
+    judged = pf.judge(points, wrong)
+    r2, r4 = (next(j for j in judged if j.point.name == n) for n in ("r2", "r4"))
+    report = pf.report_dict(judged, "test")
+    assert report["by_system"]["allreduce"]["points"] == 2
+    assert report["by_system"]["allreduce"]["worst_ape"] == max(r2.ape, r4.ape)
+    only = report["expressible"]
+    assert only["by_system"]["allreduce"]["points"] == 1
+    assert only["by_system"]["allreduce"]["mean_ape"] == pytest.approx(r2.ape)
+    assert only["efficiency_points_mean_abs"] == pytest.approx(abs(r2.predicted - r2.published))
+    assert report["by_group"]["setup"]["unmodelled"][2] == 1
+    assert "without the 1 unmodelled point " in pf.format_report(judged, "test")
+
+
 def test_the_default_compute_reproduces_its_own_dlperf_reference() -> None:
     """CostModel's V100 fp32 efficiency was derived from DLPerf's single-V100 MXNet figure."""
     points = load_published([PUBLISHED_DIR / "dlperf-mxnet-rn50v1b.yaml"])
