@@ -18,6 +18,7 @@ import pytest
 
 from simscale import cluster, symmetry
 from simscale.costs import CostModel
+from simscale.network import flows
 from simscale.network.fairshare import solve_grouped, solve_rounds
 from simscale.profile import default_costs
 from simscale.scenario import scenario_from_dict
@@ -196,3 +197,27 @@ def test_out_of_reach_runs_approximate_and_says_so(monkeypatch: pytest.MonkeyPat
     assert forced.approximate and "out of reach" not in forced.path_reason
     within = scenario_from_dict(_per_host_servers(4, "resnet50"))
     assert not Simulation(within, costs, path="symmetric").approximate
+
+
+def test_grouped_solves_are_memoised_without_changing_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A training iteration repeats the same network states, so the symmetric path solves each
+    distinct one once: fewer solver calls than re-solves, and bit-for-bit the same prediction as
+    with the memo switched off."""
+    scenario = scenario_from_dict(_per_host_servers(4, "resnet50"))
+    calls = {"n": 0}
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return solve_grouped(*args, **kwargs)
+
+    monkeypatch.setattr(flows, "solve_grouped", counted)
+    memoised = simulate(scenario)
+    with_memo = calls["n"]
+    calls["n"] = 0
+    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 0)
+    plain = simulate(scenario)
+    assert memoised.path == plain.path == "symmetric"
+    assert memoised.throughput_samples_per_s == plain.throughput_samples_per_s
+    assert with_memo < calls["n"] / 2

@@ -52,7 +52,7 @@ import simpy
 from simpy.events import Event
 
 from simscale.network.arrival import AFTER_NORMAL, Arrival, Call
-from simscale.network.fairshare import solve_grouped, solve_rounds
+from simscale.network.fairshare import FloatArray, IntArray, solve_grouped, solve_rounds
 from simscale.network.refill import RefillSolver
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
@@ -68,6 +68,11 @@ FINISH_TOLERANCE_S = 1e-9
 # classes) and 125 s at 64 hosts (up to 4032), against 19.9 s and 146 s with the vectorised
 # solver from 512 classes up. Above 4096 classes (128 hosts and more) it is not measured.
 REFILL_MAX_CLASSES = 4096
+
+# Solved states the symmetric path's grouped solve keeps (a key holds the live classes, a few
+# hundred ids at most on the shapes it runs): emptied when full, so memory stays bounded. The
+# 64-GPU scenario needs 289 distinct states for 2,980 solves.
+GROUPED_MEMO_ENTRIES = 8192
 
 
 class Routes(Protocol):
@@ -165,6 +170,10 @@ class FairShareNetwork:
         # Classes whose flow count changed since the last re-solve: what it must not replay.
         self._dirty: set[int] = set()
         self._refill = RefillSolver(cap)
+        # (live classes, their counts) -> (class ids, rates) of the grouped solve (see _solve).
+        self._grouped_memo: dict[
+            tuple[tuple[int, ...], tuple[int, ...]], tuple[IntArray, FloatArray]
+        ] = {}
         self._share_sigma = share_sigma
         self._seed = seed
         # Per path class: its flows' share weight, and the host pair's own random stream, so
@@ -549,21 +558,30 @@ class FairShareNetwork:
         self._dirty.clear()
         if self._routes is not None:
             # Per-link multiplicities: the vectorised solver, from scratch (the incremental one
-            # knows one count per class only).
-            idx = np.fromiter(live, dtype=np.int_, count=len(live))
-            counts = np.fromiter(
-                map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
-            )
-            weight = self._class_link_weight[idx] * counts[:, None]
-            self._class_rate[idx] = solve_grouped(
-                self._cap_ext,
-                self._class_links[idx],
-                weight,
-                self._class_group[idx],
-                counts,
-                self._group_mask_ext,
-                self._stream_max_Bps,
-            )
+            # knows one count per class only). Its answer depends only on which classes are live
+            # and their counts (paths, capacities and groups never change), and a training
+            # iteration repeats the same few hundred of those states, so it is memoised.
+            key = (tuple(live), tuple(map(self._class_count.__getitem__, live)))
+            known = self._grouped_memo.get(key)
+            if known is None:
+                idx = np.fromiter(key[0], dtype=np.int_, count=len(key[0]))
+                counts = np.array(key[1], dtype=np.float64)
+                weight = self._class_link_weight[idx] * counts[:, None]
+                rates = solve_grouped(
+                    self._cap_ext,
+                    self._class_links[idx],
+                    weight,
+                    self._class_group[idx],
+                    counts,
+                    self._group_mask_ext,
+                    self._stream_max_Bps,
+                )
+                if len(self._grouped_memo) >= GROUPED_MEMO_ENTRIES:
+                    self._grouped_memo.clear()
+                known = (idx, rates)
+                if GROUPED_MEMO_ENTRIES:
+                    self._grouped_memo[key] = known
+            self._class_rate[known[0]] = known[1]
         elif self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
             # Only classes whose rate the solver recomputed are returned; the others keep theirs.
             rates = self._refill.solve(
