@@ -199,13 +199,8 @@ def test_out_of_reach_runs_approximate_and_says_so(monkeypatch: pytest.MonkeyPat
     assert not Simulation(within, costs, path="symmetric").approximate
 
 
-def test_grouped_solves_are_memoised_without_changing_the_answer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A training iteration repeats the same network states, so the symmetric path solves each
-    distinct one once: fewer solver calls than re-solves, and bit-for-bit the same prediction as
-    with the memo switched off."""
-    scenario = scenario_from_dict(_per_host_servers(4, "resnet50"))
+def _count_grouped_solves(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the grouped solver's calls from now on: {"n": calls}."""
     calls = {"n": 0}
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -213,6 +208,17 @@ def test_grouped_solves_are_memoised_without_changing_the_answer(
         return solve_grouped(*args, **kwargs)
 
     monkeypatch.setattr(flows, "solve_grouped", counted)
+    return calls
+
+
+def test_grouped_solves_are_memoised_without_changing_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A training iteration repeats the same network states, so the symmetric path solves each
+    distinct one once: fewer solver calls than re-solves, and bit-for-bit the same prediction as
+    with the memo switched off."""
+    scenario = scenario_from_dict(_per_host_servers(4, "resnet50"))
+    calls = _count_grouped_solves(monkeypatch)
     memoised = simulate(scenario)
     with_memo = calls["n"]
     calls["n"] = 0
@@ -221,3 +227,24 @@ def test_grouped_solves_are_memoised_without_changing_the_answer(
     assert memoised.path == plain.path == "symmetric"
     assert memoised.throughput_samples_per_s == plain.throughput_samples_per_s
     assert with_memo < calls["n"] / 2
+
+
+def test_a_memo_that_rarely_hits_is_dropped_and_the_answer_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 256 hosts and more nearly every network state is new, and keeping them only costs
+    time: once the first look-ups hit less often than the minimum rate, the run solves every
+    state afresh, with the same prediction."""
+    scenario = scenario_from_dict(_per_host_servers(4, "resnet50"))
+    calls = _count_grouped_solves(monkeypatch)
+    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 0)
+    plain = simulate(scenario)
+    solves = calls["n"]
+    calls["n"] = 0
+    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 8192)
+    monkeypatch.setattr(flows, "GROUPED_MEMO_PROBATION", 20)
+    monkeypatch.setattr(flows, "GROUPED_MEMO_MIN_HIT_RATE", 1.01)  # no run can keep it
+    dropped = simulate(scenario)
+    assert dropped.throughput_samples_per_s == plain.throughput_samples_per_s
+    # At most the first 20 look-ups were answered from the memo; every later state was solved.
+    assert solves - 20 <= calls["n"] < solves
