@@ -573,9 +573,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True
                 )
 
-            judged, fits = pf.leave_one_source_out(
-                points, names, progress=held_out, jobs=args.jobs
-            )
+            judged, fits = pf.leave_one_source_out(points, names, progress=held_out, jobs=args.jobs)
             print(file=sys.stderr)
             method = "leave-one-source-out (each campaign predicted by a fit on the others)"
         published = pf.report_dict(judged, method)

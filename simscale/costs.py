@@ -117,9 +117,7 @@ class CostModel:
     # servers copy every received gradient and every sent weight through protobuf and gRPC
     # buffers on top of the merge and update), in ns/byte: one process moves at most 1/this
     # GB/s each way, whatever its NIC (GRPC_STREAM_MB_PER_S below). simscale.ps.
-    grpc_ns_per_byte: float = field(
-        default=0.0, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte")
-    )
+    grpc_ns_per_byte: float = field(default=0.0, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte"))
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
