@@ -18,6 +18,11 @@ total.
 Every message costs its sender a software overhead on its one sending thread and then travels on
 the connection between the two processes (simscale.network.stream: in order, one message at a
 time), so acks queue behind pull responses already sent to the same worker.
+
+On the symmetric path (simscale.symmetry) one push stands for W identical ones. In a sync round
+those W do not reach the server at one instant: they come through its host's NIC one after
+another, and its handler merges each as it comes (``push_sent``), so that once the
+representative's own push is in, only its own merge is left before the update.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class ServerGroup:
         # to back (simscale.symmetry): the handler thread spends that many times the per-message
         # cost on it, so the sender is the copy served last. 1 in the exact model.
         self.copies = copies
+        # Sync rounds of a representative's pushes: the other W - 1 copies are received and
+        # merged as they arrive (push_sent), the representative's own when it arrives.
+        self.pipelined = sync and copies > 1
         self.threads = [SerialQueue(env, f"server{s}", cores) for s in range(len(server_hosts))]
         self.state: dict[tuple[int, int, int], SliceSync] = {}
         self.msg_s = costs.message_overhead_us * 1e-6
@@ -103,7 +111,8 @@ class ServerGroup:
         """A push of ``nbytes`` of gradient from ``worker`` has arrived at ``server``;
         ``on_ack(wait_for_others_s)`` is called when the ack reaches the worker."""
         if self.rpc_in:  # gRPC copies the gradient in before the handler sees it
-            copied = self.rpc_in[server].run(self.copies * nbytes * self.rpc_s_per_byte)
+            copies = 1 if self.pipelined else self.copies
+            copied = self.rpc_in[server].run(copies * nbytes * self.rpc_s_per_byte)
             copied.callbacks.append(
                 lambda _e: self._handle_push(it, key, server, nbytes, worker, on_ack)
             )
@@ -132,7 +141,8 @@ class ServerGroup:
             st.waiting.append(
                 lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
             )
-        done = thread.run(self.copies * (self.request_s + nbytes * self.merge_s_per_byte))
+        own = 1 if self.pipelined else self.copies  # the others merged as they came (push_sent)
+        done = thread.run(own * (self.request_s + nbytes * self.merge_s_per_byte))
 
         def merged(_e: simpy.Event) -> None:
             st.pushed += 1
@@ -149,6 +159,30 @@ class ServerGroup:
                     upd.callbacks.append(lambda _e: self.on_updated(it, key, None, self.env.now))
 
         done.callbacks.append(merged)
+
+    def push_sent(self, server: int, nbytes: float, first_arrival_s: float) -> None:
+        """The representative's push of ``nbytes`` to ``server`` has left its worker. On the
+        symmetric path the W - 1 identical pushes it stands for reach the server one after
+        another through its host's NIC, the first ``first_arrival_s`` from now, and the server
+        receives and merges each as it comes: their work is queued then, ahead of the
+        representative's own. Back to back after the representative's arrival, as one copy
+        standing for W, they were a burst the exact model never has: symmetric against exact
+        (forced, real-v1 costs, ResNet-18 on 16, 24, 32 p3.16xlarge hosts with a server per
+        host) -6.1%, -4.1%, -5.2% before, -2.2%, +1.9%, +0.2% with it."""
+        if not self.pipelined:
+            return
+        others = self.copies - 1
+        arrived = self.env.timeout(first_arrival_s)
+
+        def receive(_e: simpy.Event) -> None:
+            merge_s = others * (self.request_s + nbytes * self.merge_s_per_byte)
+            if self.rpc_in:
+                copied = self.rpc_in[server].run(others * nbytes * self.rpc_s_per_byte)
+                copied.callbacks.append(lambda _e: self.threads[server].run(merge_s))
+            else:
+                self.threads[server].run(merge_s)
+
+        arrived.callbacks.append(receive)
 
     @staticmethod
     def _updated(st: SliceSync) -> None:

@@ -354,6 +354,10 @@ class Simulation:
         pull_with_push = self.scenario.kvstore.pull_request == "with_push"
         slices = self.slices
         to_server = self._worker_stream
+        # What a server host's NIC takes in at most: pushes reach it no faster.
+        server_in_Bps = [
+            self.layout.hosts[h].nic_Bps * costs.bandwidth_factor for h in self.layout.server_hosts
+        ]
 
         marks = self.key_phases
 
@@ -396,6 +400,9 @@ class Simulation:
                     servers.push(it, key, server, nbytes, rank, acked)
 
                 sent.callbacks.append(lambda _e: stream.send(wire, arrived, key))
+                if servers.pipelined:  # the pushes it stands for arrive from here on
+                    first = stream.latency_s + wire / server_in_Bps[server]
+                    sent.callbacks.append(lambda _e: servers.push_sent(server, nbytes, first))
                 if pull_with_push:  # realrun's pushpull: the request right behind the push
                     sent.callbacks.append(request_pull)
 
