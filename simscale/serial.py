@@ -43,13 +43,17 @@ class SerialQueue:
 
     def run(self, cost_s: float) -> simpy.Event:
         """Queue ``cost_s`` seconds of work; the event fires when it is done."""
+        self.occupy(cost_s)
+        return self.env.timeout(self.free_at - self.env.now)
+
+    def occupy(self, cost_s: float) -> None:
+        """Queue ``cost_s`` seconds of work that nothing waits for (no event to process)."""
         now = self.env.now
         start = self.free_at if self.free_at > now else now
         if self.cores is not None and cost_s > 0:
             start = self.cores.reserve(start, cost_s)
         self.free_at = start + cost_s
         self.busy_s += cost_s
-        return self.env.timeout(self.free_at - now)
 
     def busy_within(self, start_s: float, end_s: float) -> float:
         """Busy seconds inside the window, assuming the counter was reset at ``start_s``."""

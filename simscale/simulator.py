@@ -354,10 +354,6 @@ class Simulation:
         pull_with_push = self.scenario.kvstore.pull_request == "with_push"
         slices = self.slices
         to_server = self._worker_stream
-        # What a server host's NIC takes in at most: pushes reach it no faster.
-        server_in_Bps = [
-            self.layout.hosts[h].nic_Bps * costs.bandwidth_factor for h in self.layout.server_hosts
-        ]
 
         marks = self.key_phases
 
@@ -401,8 +397,7 @@ class Simulation:
 
                 sent.callbacks.append(lambda _e: stream.send(wire, arrived, key))
                 if servers.pipelined:  # the pushes it stands for arrive from here on
-                    first = stream.latency_s + wire / server_in_Bps[server]
-                    sent.callbacks.append(lambda _e: servers.push_sent(server, nbytes, first))
+                    sent.callbacks.append(lambda _e: servers.push_sent(server, nbytes))
                 if pull_with_push:  # realrun's pushpull: the request right behind the push
                     sent.callbacks.append(request_pull)
 

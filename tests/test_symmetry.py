@@ -260,21 +260,21 @@ class _InstantStream:
 @pytest.mark.parametrize(
     ("own_arrival_s", "acked_s"),
     [
-        # The others arrive from 1 ms on and their 3 merges (3 x 110 us) are done by 1.33 ms;
-        # the representative's own push at 5 ms leaves its own merge (110 us), the update
+        # The other three are merged as they come (3 x 110 us, done by 0.33 ms); the
+        # representative's own push at 5 ms leaves its own merge (110 us), the update
         # (1 MB x 0.39 ns = 390 us) and the acks to its middle turn (2 x 20 us): 5.54 ms.
         (5e-3, 5e-3 + 110e-6 + 390e-6 + 40e-6),
-        # Its own push at 1.1 ms finds the others' merges still running: its merge waits for
-        # them (1.33 ms), then the same 110 + 390 + 40 us.
-        (1.1e-3, 1e-3 + 330e-6 + 110e-6 + 390e-6 + 40e-6),
+        # Its own push at 0.2 ms finds the others' merges still running: its merge waits for
+        # them (0.33 ms), then the same 110 + 390 + 40 us.
+        (0.2e-3, 330e-6 + 110e-6 + 390e-6 + 40e-6),
     ],
 )
 def test_a_representative_push_finds_the_others_merged_as_they_came(
     own_arrival_s: float, acked_s: float
 ) -> None:
-    """One push standing for W = 4: the other three reach the server from ``push_sent``'s
-    first arrival on and are merged as they come; only the representative's own merge is left
-    when it arrives, where back to back after it (the burst) the four took 440 us."""
+    """One push standing for W = 4: the other three reach the server while the representative's
+    travels and are merged as they come (``push_sent``); only its own merge is left when it
+    arrives, where back to back after it (the burst) the four took 440 us."""
     import simpy
 
     from simscale.ps import ServerGroup
@@ -288,7 +288,7 @@ def test_a_representative_push_finds_the_others_merged_as_they_came(
     )
     servers = ServerGroup(env, lambda s, w: _InstantStream(), costs, (1,), 1, sync=True, copies=4)
     acked: list[float] = []
-    servers.push_sent(0, 1e6, first_arrival_s=1e-3)
+    servers.push_sent(0, 1e6)
     arrive = env.timeout(own_arrival_s)
     arrive.callbacks.append(
         lambda _e: servers.push(0, 0, 0, 1e6, 0, lambda _w: acked.append(env.now))
