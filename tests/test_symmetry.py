@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import simpy
 
 from simscale import cluster, symmetry
 from simscale.costs import CostModel
 from simscale.network import flows
 from simscale.network.fairshare import solve_grouped, solve_rounds
 from simscale.profile import default_costs
+from simscale.ps import ServerGroup
 from simscale.scenario import scenario_from_dict
 from simscale.simulator import Simulation, simulate
 
@@ -275,10 +277,6 @@ def test_a_representative_push_finds_the_others_merged_as_they_came(
     """One push standing for W = 4: the other three reach the server while the representative's
     travels and are merged as they come (``push_sent``); only its own merge is left when it
     arrives, where back to back after it (the burst) the four took 440 us."""
-    import simpy
-
-    from simscale.ps import ServerGroup
-
     env = simpy.Environment()
     costs = CostModel(
         server_request_us=10.0,
