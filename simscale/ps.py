@@ -80,9 +80,10 @@ class ServerGroup:
         self.num_workers = num_workers
         self.sync = sync
         self.pull_with_push = pull_with_push
-        # Each message stands for this many identical ones from identical workers, handled back
-        # to back (simscale.symmetry): the handler thread spends that many times the per-message
-        # cost on it, so the sender is the copy served last. 1 in the exact model.
+        # Each message stands for this many identical ones from identical workers
+        # (simscale.symmetry): the handler thread spends that many times the per-message cost on
+        # it, the sender's own ack or reply in the middle turn and its push merged last. 1 in the
+        # exact model.
         self.copies = copies
         # Sync rounds of a representative's pushes: the other W - 1 copies are received and
         # merged as they arrive (push_sent), the representative's own when it arrives.
