@@ -394,7 +394,7 @@ class FairShareNetwork:
         # Late in a long run the clock's own resolution can exceed the tolerance; a flow within
         # a few ulps of the end must count as finished or its wake-up would never move the clock.
         tolerance_s = max(FINISH_TOLERANCE_S, 4 * math.ulp(self.env.now))
-        done = np.flatnonzero(self._remaining[:n] <= self._rate[:n] * tolerance_s).tolist()
+        done = (self._remaining[:n] <= self._rate[:n] * tolerance_s).nonzero()[0].tolist()
         if not done:
             return False
         for i in done:
@@ -561,21 +561,24 @@ class FairShareNetwork:
         if not n:
             return
         live = self._live_classes
-        changed: set[int] = set()
-        for cls in self._dirty:
-            changed.update(self._class_paths[cls])
-        self._dirty.clear()
+        dirty = self._dirty
+        self._dirty = set()
         if self._routes is not None:
             # Per-link multiplicities: the vectorised solver, from scratch (the incremental one
             # knows one count per class only). Its answer depends only on which classes are live
             # and their counts (paths, capacities and groups never change), and a training
             # iteration repeats the same few hundred of those states, so it is memoised.
             memo = self._grouped_memo
-            key = (tuple(live), tuple(map(self._class_count.__getitem__, live)))
-            known = memo.get(key) if memo is not None else None
+            key: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+            known = None
+            if memo is not None:  # the key costs O(live classes) to build: only while useful
+                key = (tuple(live), tuple(map(self._class_count.__getitem__, live)))
+                known = memo.get(key)
             if known is None:
-                idx = np.fromiter(key[0], dtype=np.int_, count=len(key[0]))
-                counts = np.array(key[1], dtype=np.float64)
+                idx = np.fromiter(live, dtype=np.int_, count=len(live))
+                counts = np.fromiter(
+                    map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
+                )
                 weight = self._class_link_weight[idx] * counts[:, None]
                 rates = solve_grouped(
                     self._cap_ext,
@@ -587,7 +590,7 @@ class FairShareNetwork:
                     self._stream_max_Bps,
                 )
                 known = (idx, rates)
-                if memo is not None and GROUPED_MEMO_ENTRIES:
+                if memo is not None and key is not None and GROUPED_MEMO_ENTRIES:
                     if len(memo) >= GROUPED_MEMO_ENTRIES:
                         memo.clear()
                     memo[key] = known
@@ -603,6 +606,9 @@ class FairShareNetwork:
             self._class_rate[known[0]] = known[1]
         elif self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
             # Only classes whose rate the solver recomputed are returned; the others keep theirs.
+            changed: set[int] = set()
+            for cls in dirty:
+                changed.update(self._class_paths[cls])
             rates = self._refill.solve(
                 self._members,
                 self._n_on_link,
