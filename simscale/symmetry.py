@@ -181,7 +181,11 @@ def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
 # (scenarios/server-ratio/{32,64}gpu-servers-1.yaml, NIC loads 0.51 and 1.02) -3.7% and -17.8%,
 # scenarios/64gpu.yaml at 5 and 2 Gbit/s (0.92, 2.29) -5.7% and -5.5%. There the exact model's
 # workers drift out of phase and take turns at the busy NIC through the whole iteration, where
-# the representative's copies all push during the same backward pass.
+# the representative's copies all push during the same backward pass. C representatives of W / C
+# workers each, free to drift apart, were tried there and do not converge on the exact answer
+# (one dedicated server, W = 8 / 16 / 32 workers, C = 2: -14% / -23% / -8.5%, C = 4: -4.0% /
+# +0.1% / +5.3%, C = 8: exact / -2.5% / +7.5%): the exact model's own iteration time there
+# depends on the order its server serves the workers in (README, "Performance").
 APPROXIMATION_ERROR = (
     "beyond these bounds the reduction measured within 2.2% of the exact model where a server's "
     "merge burst is the limit, and 3.7% to 18% below it where a NIC is (it keeps the workers in "
