@@ -7,6 +7,7 @@ happened to a ``Result``. Deterministic for a given scenario and seed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -398,8 +399,17 @@ class Simulation:
                 sent.callbacks.append(lambda _e: stream.send(wire, arrived, key))
                 if servers.pipelined:  # the pushes it stands for arrive from here on
                     sent.callbacks.append(lambda _e: servers.push_sent(server, nbytes))
-                if pull_with_push:  # realrun's pushpull: the request right behind the push
-                    sent.callbacks.append(request_pull)
+                if pull_with_push:
+                    # realrun's pushpull posts the pull request together with its push
+                    # (realrun/ps/kv_worker.py pushpull): it enters the connection right behind
+                    # the push, ahead of any later key's push; its send costs the van a turn.
+                    def pull_behind(_e: object) -> None:
+                        van.occupy(msg_s)
+                        stream.send(
+                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
+                        )
+
+                    sent.callbacks.append(pull_behind)
 
             def push_all(_e: object) -> None:
                 if marks is not None:
@@ -447,6 +457,12 @@ class Simulation:
                     stream.ack = lambda credit: self._server_stream(server, worker).send(0, credit)
             else:
                 stream = self._stream(sv, w)
+                if self.scenario.kvstore.pull_request == "with_push":
+                    # realrun's server answers on its ROUTER socket in handling order: no
+                    # priority queue and no byte window on replies (realrun/ps/postoffice.py
+                    # _serve -> van.reply), unlike a worker's requests.
+                    stream.priority = False
+                    stream.window_bytes = math.inf
             self._connections[key] = stream
         return self._connections[key]
 

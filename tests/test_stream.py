@@ -65,15 +65,37 @@ def test_a_control_message_on_an_idle_stream_takes_only_the_latency():
 def test_priority_with_no_window_sends_the_lowest_rank_next():
     """Window 0: one message in the socket at a time. At t=0 ranks 5, 9, 1 (0.5 GB each) are
     sent; rank 5 is in the socket at once and leaves at 0.5 s; then rank 1 (at 1.0 s), then
-    rank 9 (at 1.5 s). A control message sent at 0.1 s leaves before any data still waiting:
-    right after rank 5 has left, at 0.5 s."""
+    rank 9 (at 1.5 s). A control message without a rank (an ack) sent at 0.1 s leaves before
+    any data still waiting: right after rank 5 has left, at 0.5 s."""
     done = one_stream(
         "fairshare",
-        [("r5", 0, GB / 2, 5), ("r9", 0, GB / 2, 9), ("r1", 0, GB / 2, 1), ("ctl", 0.1, CTRL, 7)],
+        [
+            ("r5", 0, GB / 2, 5),
+            ("r9", 0, GB / 2, 9),
+            ("r1", 0, GB / 2, 1),
+            ("ack", 0.1, CTRL, None),
+        ],
         priority=True,
     )
     assert done == pytest.approx(
-        {"r5": 0.5 + PATH, "ctl": 0.5 + PATH, "r1": 1.0 + PATH, "r9": 1.5 + PATH}
+        {"r5": 0.5 + PATH, "ack": 0.5 + PATH, "r1": 1.0 + PATH, "r9": 1.5 + PATH}
+    )
+
+
+def test_a_pull_request_queues_at_its_keys_rank_behind_its_push():
+    """realrun's Postoffice orders a connection's messages by (priority, sequence), so a
+    pushpull's pull request (no payload, its key's rank) sits right behind its own push. Window
+    0; at t=0 pushes of ranks 5, 9 and 7 (0.5 GB each), at 0.1 s key 7's pull request: rank 5
+    leaves at 0.5 s, rank 7 at 1.0 s, the pull request once rank 7 has left (1.0 s, plus the
+    latency), ahead of rank 9 (1.5 s). Before, as a control message, it went first of all the
+    waiting data and reached the server before its own push (0.5 s)."""
+    done = one_stream(
+        "fairshare",
+        [("r5", 0, GB / 2, 5), ("r9", 0, GB / 2, 9), ("r7", 0, GB / 2, 7), ("pull7", 0.1, CTRL, 7)],
+        priority=True,
+    )
+    assert done == pytest.approx(
+        {"r5": 0.5 + PATH, "r7": 1.0 + PATH, "pull7": 1.0 + PATH, "r9": 1.5 + PATH}
     )
 
 

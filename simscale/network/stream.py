@@ -89,10 +89,21 @@ class Stream:
         # the same TCP connection; None: one latency after the data arrived.
         self.ack: Callable[[Callable[[], None]], None] | None = None
 
-    def send(self, nbytes: float, on_arrival: Callable[[], None], rank: float = 0.0) -> None:
+    def send(
+        self, nbytes: float, on_arrival: Callable[[], None], rank: float | None = None
+    ) -> None:
         """Queue a message; ``on_arrival()`` is called when its last byte has arrived. With
-        ``priority``, a lower ``rank`` leaves first and control messages leave before data."""
-        order = (-1.0 if nbytes <= CONTROL_MESSAGE_BYTES else rank) if self.priority else 0.0
+        ``priority``, a lower ``rank`` leaves first; a control message without a rank (an ack)
+        leaves before data, one with a rank (a key's pull request) queues at that rank behind
+        the messages of that rank already queued (its own push), as realrun's Postoffice heap
+        orders them (realrun/ps/postoffice.py: (-priority, sequence), pull request right behind
+        its push)."""
+        if not self.priority:
+            order = 0.0
+        elif rank is None:
+            order = -1.0 if nbytes <= CONTROL_MESSAGE_BYTES else 0.0
+        else:
+            order = rank
         heapq.heappush(self._queue, (order, next(self._seq), nbytes, on_arrival))
         self._admit()
 
