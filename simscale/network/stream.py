@@ -11,11 +11,13 @@ stream they leave at once and arrive one path latency later.
 
 Two disciplines: ``fifo`` is MXNet over ps-lite (every message handed to the socket at once,
 strictly in order). ``priority`` is the application-level scheduler of P3 / ByteScheduler /
-BytePS / realrun: messages wait in a priority queue (control messages first, then the lowest
-rank, i.e. the earliest layer) and are handed to the socket only while the data bytes in it
-that have not yet left stay within ``window_bytes`` (0: one message at a time, as P3's credit
-of one; realrun allows 256 KiB). That is what lets a pull overtake pushes still waiting, so the
-two directions of a NIC work at once.
+BytePS / realrun: messages wait in a priority queue (acks first, then the lowest rank, i.e. the
+earliest layer; a key's pull request carries its key's rank and so waits right behind its own
+push, as realrun's Postoffice orders by priority and then sequence) and are handed to the socket
+only while the data bytes in it that have not yet left stay within ``window_bytes`` (0: one
+message at a time, as P3's credit of one; realrun allows 256 KiB). That is what lets an early
+layer's push and pull overtake later layers' pushes still waiting, so the two directions of a
+NIC work at once.
 
 What is "in the socket" is handed to the network as one ``connection`` (this stream): the
 network sends those messages back to back as ONE flow, so a busy connection costs the
