@@ -7,7 +7,6 @@ happened to a ``Result``. Deterministic for a given scenario and seed.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -376,12 +375,13 @@ class Simulation:
                 stream = to_server(rank, server)
                 wire = (nbytes * TWO_BIT_RATIO if compress else nbytes) + HEADER_BYTES
 
-                def request_pull(_e: object = None) -> None:
-                    van.run(msg_s).callbacks.append(
-                        lambda _e: stream.send(
-                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
-                        )
+                def send_pull_request(_e: object = None) -> None:
+                    stream.send(
+                        0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
                     )
+
+                def request_pull() -> None:
+                    van.run(msg_s).callbacks.append(send_pull_request)
 
                 def acked(waited: float) -> None:
                     # MXNet's pull of a key depends on its push: the request follows the ack.
@@ -403,13 +403,8 @@ class Simulation:
                     # realrun's pushpull posts the pull request together with its push
                     # (realrun/ps/kv_worker.py pushpull): it enters the connection right behind
                     # the push, ahead of any later key's push; its send costs the van a turn.
-                    def pull_behind(_e: object) -> None:
-                        van.occupy(msg_s)
-                        stream.send(
-                            0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
-                        )
-
-                    sent.callbacks.append(pull_behind)
+                    sent.callbacks.append(lambda _e: van.occupy(msg_s))
+                    sent.callbacks.append(send_pull_request)
 
             def push_all(_e: object) -> None:
                 if marks is not None:
@@ -425,7 +420,9 @@ class Simulation:
         """One-way latency between two hosts under the calibrated latency factor."""
         return self.topology.path_latency_s(src_host, dst_host) * self.costs.latency_factor
 
-    def _stream(self, src_host: int, dst_host: int) -> Stream:
+    def _stream(self, src_host: int, dst_host: int, scheduled: bool = True) -> Stream:
+        """A connection; ``scheduled`` False: in order, with no priority queue or byte window
+        whatever ``kvstore.scheduling`` says."""
         latency = self._latency_s(src_host, dst_host)
         return Stream(
             self.env,
@@ -433,7 +430,7 @@ class Simulation:
             src_host,
             dst_host,
             latency,
-            priority=self.scenario.kvstore.scheduling == "priority",
+            priority=scheduled and self.scenario.kvstore.scheduling == "priority",
             window_bytes=self.scenario.kvstore.send_window_mb * 2**20,
         )
 
@@ -456,13 +453,11 @@ class Simulation:
                     # to this worker, behind any pull reply already in it (realrun/kv_server).
                     stream.ack = lambda credit: self._server_stream(server, worker).send(0, credit)
             else:
-                stream = self._stream(sv, w)
-                if self.scenario.kvstore.pull_request == "with_push":
-                    # realrun's server answers on its ROUTER socket in handling order: no
-                    # priority queue and no byte window on replies (realrun/ps/postoffice.py
-                    # _serve -> van.reply), unlike a worker's requests.
-                    stream.priority = False
-                    stream.window_bytes = math.inf
+                # realrun's server answers on its ROUTER socket in handling order: no priority
+                # queue and no byte window on replies (realrun/ps/postoffice.py _serve ->
+                # van.reply), unlike a worker's requests.
+                realrun = self.scenario.kvstore.pull_request == "with_push"
+                stream = self._stream(sv, w, scheduled=not realrun)
             self._connections[key] = stream
         return self._connections[key]
 
