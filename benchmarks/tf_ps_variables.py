@@ -16,7 +16,8 @@ the version the 2017 campaigns ran), TensorFlow differs in three ways:
 
 This prints (1) the egress the hottest PS host of ETH's p2.xlarge rows must have carried per
 second to reach the published throughput (its variables' replies to every worker plus its own
-worker's push), a lower bound on that instance's unstated network, whatever the placement; and
+worker's push) under greedy placement, a lower bound on that instance's unstated network (at 128
+GPUs under any placement, the hottest server holding at least the 8.2 MB fc layer); and
 (2) the held-out-free sensitivity of a few TensorFlow PS points, with the shipped real-hardware
 profile, to the first two differences, one at a time and together (greedy for every row, though
 ETH's 8- and 16-GPU rows and TensorFlow's K80 table ran ``distributed_replicated``). The third
