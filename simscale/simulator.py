@@ -375,19 +375,16 @@ class Simulation:
                 stream = to_server(rank, server)
                 wire = (nbytes * TWO_BIT_RATIO if compress else nbytes) + HEADER_BYTES
 
-                def send_pull_request(_e: object = None) -> None:
+                def send_pull_request(_e: object) -> None:
                     stream.send(
                         0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
                     )
-
-                def request_pull() -> None:
-                    van.run(msg_s).callbacks.append(send_pull_request)
 
                 def acked(waited: float) -> None:
                     # MXNet's pull of a key depends on its push: the request follows the ack.
                     state["others"] = max(state["others"], waited)
                     if not pull_with_push:
-                        request_pull()
+                        van.run(msg_s).callbacks.append(send_pull_request)
 
                 sent = van.run(msg_s)
 
@@ -446,9 +443,12 @@ class Simulation:
         key = (direction, worker, server)
         if key not in self._connections:
             w, sv = self.layout.worker_hosts[worker], self.layout.server_hosts[server]
+            # realrun's shape: pull requests posted with their pushes, servers that ack on receipt
+            # and answer in handling order.
+            realrun_ps = self.scenario.kvstore.pull_request == "with_push"
             if direction == "w2s":
                 stream = self._stream(w, sv)
-                if self.scenario.kvstore.pull_request == "with_push":
+                if realrun_ps:
                     # The server acknowledges each push on receipt, on its one connection back
                     # to this worker, behind any pull reply already in it (realrun/kv_server).
                     stream.ack = lambda credit: self._server_stream(server, worker).send(0, credit)
@@ -456,8 +456,7 @@ class Simulation:
                 # realrun's server answers on its ROUTER socket in handling order: no priority
                 # queue and no byte window on replies (realrun/ps/postoffice.py _serve ->
                 # van.reply), unlike a worker's requests.
-                realrun = self.scenario.kvstore.pull_request == "with_push"
-                stream = self._stream(sv, w, scheduled=not realrun)
+                stream = self._stream(sv, w, scheduled=not realrun_ps)
             self._connections[key] = stream
         return self._connections[key]
 
