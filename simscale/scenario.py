@@ -308,6 +308,13 @@ class KVStoreConfig:
     # tensor byte through protobuf and gRPC buffers (costs.grpc_ns_per_byte). realrun speaks
     # ps-lite only.
     rpc: Literal["ps-lite", "grpc"] = "ps-lite"
+    # Which server holds each array kept whole (simscale.sharding.place_keys): "hash" as MXNet
+    # (key * 9973 mod servers), or as TensorFlow's parameter servers place variables, "greedy"
+    # (each, in creation order, to the PS holding the fewest bytes: tf_cnn_benchmarks'
+    # parameter_server) or "round_robin" (to the PS tasks in turn after the global step: its
+    # distributed_replicated; use the model as TensorFlow builds it, e.g. inception_v3_tf).
+    # realrun places keys by MXNet's hash only.
+    key_placement: Literal["hash", "greedy", "round_robin"] = "hash"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 

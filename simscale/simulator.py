@@ -26,7 +26,7 @@ from simscale.ps import HEADER_BYTES, ServerGroup
 from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
-from simscale.sharding import assign_key
+from simscale.sharding import place_keys
 from simscale.stragglers import straggler_factor, synchronised_gpus
 from simscale.symmetry import TWO_BIT_RATIO
 from simscale.trace import KeyPhases
@@ -197,13 +197,13 @@ class Simulation:
                 copies=self.copies_per_worker,
                 grpc=s.kvstore.rpc == "grpc",
             )
-            self.slices = [
-                [
-                    (sl.server, sl.elements * bpe)
-                    for sl in assign_key(k, a.elements, lay.num_servers, s.kvstore.bigarray_bound)
-                ]
-                for k, a in enumerate(self.model.arrays)
-            ]
+            placed = place_keys(
+                [a.elements for a in self.model.arrays],
+                lay.num_servers,
+                s.kvstore.bigarray_bound,
+                s.kvstore.key_placement,
+            )
+            self.slices = [[(sl.server, sl.elements * bpe) for sl in key] for key in placed]
         elif mode == "allreduce":
             first = lay.hosts[lay.worker_hosts[0]]
             ar = s.kvstore.allreduce

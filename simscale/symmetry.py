@@ -46,7 +46,7 @@ from simscale.compute import layer_times
 from simscale.costs import CostModel
 from simscale.hardware import GPUS
 from simscale.scenario import Scenario
-from simscale.sharding import assign_key
+from simscale.sharding import Slice, place_keys
 from simscale.zoo import BYTES_PER_ELEMENT
 
 # 2-bit compression sends 16 gradient values per 32-bit word (MXNet gradient_compression.cc).
@@ -141,18 +141,24 @@ MAX_COMMUNICATION_LOAD = 0.5
 MAX_MERGE_BURST = 0.04
 
 
+def _placed(scenario: Scenario, n_servers: int) -> tuple[tuple[Slice, ...], ...]:
+    """Every key's slices on the scenario's servers, as the simulator places them."""
+    kv = scenario.kvstore
+    elements = [a.elements for a in scenario.model.spec().arrays]
+    return place_keys(elements, n_servers, kv.bigarray_bound, kv.key_placement)
+
+
 def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     """Seconds the busiest NIC direction works per iteration at full rate over the compute
     seconds of one iteration (a bound in the spirit of BytePS §2: what must cross it, whatever
     the overlap)."""
-    model = scenario.model.spec()
     compute_s = _compute_s(scenario, layout, costs)
     bpe = BYTES_PER_ELEMENT[scenario.training.precision]
     compress = TWO_BIT_RATIO if scenario.kvstore.gradient_compression.type == "2bit" else 1.0
     n_servers, w = layout.num_servers, layout.num_workers
     held = [0.0] * n_servers  # bytes of weights each server holds
-    for key, a in enumerate(model.arrays):
-        for sl in assign_key(key, a.elements, n_servers, scenario.kvstore.bigarray_bound):
+    for key in _placed(scenario, n_servers):
+        for sl in key:
             held[sl.server] += sl.elements * bpe
     worker_set = set(layout.worker_hosts)
     out = dict.fromkeys(range(len(layout.hosts)), 0.0)  # bytes leaving each host
@@ -206,12 +212,7 @@ EXACT_PUSHES_IN_REACH = 20_000
 def exact_out_of_reach(scenario: Scenario, layout: Layout) -> str | None:
     """Why the exact model is out of reach for this shape (too many messages per iteration),
     or None when it is not."""
-    model = scenario.model.spec()
-    n_servers = layout.num_servers
-    slices = sum(
-        len(assign_key(key, a.elements, n_servers, scenario.kvstore.bigarray_bound))
-        for key, a in enumerate(model.arrays)
-    )
+    slices = sum(len(key) for key in _placed(scenario, layout.num_servers))
     pushes = layout.num_workers * slices
     if pushes <= EXACT_PUSHES_IN_REACH:
         return None
@@ -225,12 +226,7 @@ def merge_burst(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     """Seconds a server's handler thread (or its gRPC receive path) spends on one round of the
     largest slice, W requests and merges back to back (simscale.ps), over the compute seconds of
     one iteration."""
-    model = scenario.model.spec()
-    largest = max(
-        sl.elements
-        for key, a in enumerate(model.arrays)
-        for sl in assign_key(key, a.elements, layout.num_servers, scenario.kvstore.bigarray_bound)
-    )
+    largest = max(sl.elements for key in _placed(scenario, layout.num_servers) for sl in key)
     nbytes = largest * BYTES_PER_ELEMENT[scenario.training.precision]
     burst_s = layout.num_workers * (
         costs.server_request_us * 1e-6 + nbytes * costs.server_merge_ns_per_byte * 1e-9

@@ -385,6 +385,30 @@ def test_grpc_copies_cap_each_server_process(servers: int) -> None:
     assert real_hardware_costs().grpc_ns_per_byte == pytest.approx(1e3 / 393.95)
 
 
+@pytest.mark.parametrize(
+    ("placement", "iteration_ms"), [("hash", 40), ("greedy", 32), ("round_robin", 40)]
+)
+def test_tensorflows_greedy_placement_balances_whole_variables(
+    placement: str, iteration_ms: float
+) -> None:
+    """Arrays a, b, c of 16, 8 and 8 MB, whole, on 2 servers copying 1 GB/s each way (gRPC at
+    1 ns/byte). MXNet's hash (key * 9973 mod 2) puts a and c on server 0: backward pushes c then
+    a, copied in over 0-8 and 8-24 ms, and a's reply is copied out over 24-40 ms. TensorFlow's
+    greedy placement puts a on server 0, b and c on server 1 (8 < 16 MB held): a in over 0-16,
+    out over 16-32 ms, while server 1 copies b and c in and out by 24 ms. Its round-robin puts
+    a and c on server 1 (the global step took server 0's turn), b on server 0: as the hash."""
+    s = _grpc_scenario("grpc", 2)
+    s["model"] = {
+        "arrays": [
+            {"name": name, "elements": n, "fwd_gflops": 1e-6}
+            for name, n in (("a", 4_000_000), ("b", 2_000_000), ("c", 2_000_000))
+        ]
+    }
+    s["kvstore"].update(key_placement=placement, bigarray_bound=10**9)
+    r = simulate(scenario_from_dict(s), replace(NETWORK_ONLY, grpc_ns_per_byte=1.0))
+    assert r.iteration_time_s == pytest.approx(iteration_ms / 1e3, rel=0.02)
+
+
 def test_grpc_copies_in_and_out_run_side_by_side() -> None:
     """Two workers put 0.1 s of copies on each way of one server per iteration (2 x 0.05 s in,
     2 x 0.05 s out). The first worker's next push is copied in while the second's reply is

@@ -118,6 +118,14 @@ def test_realrun_refuses_a_grpc_parameter_server() -> None:
         check_runnable(load_scenario(MLP_COLOCATED, ["kvstore.rpc=grpc"]), LaunchOptions())
 
 
+def test_realrun_refuses_tensorflows_key_placement() -> None:
+    """realrun's workers find a key's server by MXNet's hash; TensorFlow's greedy placement is
+    the simulator's alone."""
+    with pytest.raises(ValueError, match="MXNet's hash only"):
+        scenario = load_scenario(MLP_COLOCATED, ["kvstore.key_placement=greedy"])
+        check_runnable(scenario, LaunchOptions())
+
+
 def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> None:
     """2 worker hosts + 2 dedicated server hosts: the scheduler on host 0, workers on 0 and 1,
     servers on hosts 2 and 3; nothing is built before the launcher is entered."""

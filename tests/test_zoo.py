@@ -32,6 +32,12 @@ TORCHVISION_PARAMS = {
     "vgg16": 138_357_544,
     "alexnet": 61_100_840,
     "inception_v3": 27_161_264,
+    # Inception3(aux_logits=False): torchvision publishes no weights for it; its count is the
+    # aux_logits=True one less the auxiliary head's 3,326,696 (conv0 98,304 + bn 256, conv1
+    # 2,457,600 + bn 1,536, fc 768,000 + 1,000).
+    "inception_v3_noaux": 23_834_568,
+    # TensorFlow's: the same less every batch norm's gamma (17,216 scales over 94 norms).
+    "inception_v3_tf": 23_817_352,
 }
 
 # Forward multiply-adds per sample in units of 1e9, torchvision's ``_ops`` weights meta ("GFLOPS"
@@ -46,14 +52,17 @@ TORCHVISION_GMACS = {
     "vgg16": 15.47,
     "alexnet": 0.714,
     "inception_v3": 5.713,
+    "inception_v3_noaux": 5.713,
+    "inception_v3_tf": 5.713,
 }
 
 ALL_MODELS = [*TORCHVISION_PARAMS, "alexnet_mxnet", "mlp", "convnet_small"]
 
 
 def test_every_model_is_registered() -> None:
-    """The zoo offers the eight torchvision models, MXNet's AlexNet and the two small test
-    models, and no others."""
+    """The zoo offers the eight torchvision models, Inception v3 as MXNet (no auxiliary head)
+    and TensorFlow (nor the batch norms' gamma) define it, MXNet's AlexNet and the two small
+    test models, and no others."""
     assert zoo.names() == sorted(ALL_MODELS)
 
 
@@ -179,6 +188,22 @@ def test_inception_aux_head_sits_between_mixed_6e_and_mixed_7a() -> None:
     assert aux == list(range(last_6e + 1, first_7a))
     assert names[aux[-2]] == "AuxLogits.fc.weight"
     assert zoo.get("inception_v3").input_shape == (3, 299, 299)
+
+
+def test_inception_without_aux_head_is_the_same_network_less_the_head() -> None:
+    """TensorFlow's and MXNet's Inception v3: every array but AuxLogits', in the same order."""
+    with_aux = [a for a in zoo.get("inception_v3").arrays if not a.name.startswith("AuxLogits.")]
+    assert zoo.get("inception_v3_noaux").arrays == tuple(with_aux)
+
+
+def test_tensorflows_inception_has_a_kernel_and_a_beta_per_convolution() -> None:
+    """tf_cnn_benchmarks' batch norms do not scale: each convolution's variables are its kernel
+    and the norm's beta, two per convolution, then the classifier's weight and bias."""
+    arrays = zoo.get("inception_v3_tf").arrays
+    convs = [a for a in arrays if a.name.endswith(".conv.weight")]
+    assert len(convs) == 94 and len(arrays) == 2 * 94 + 2
+    assert [a.name.rsplit(".", 2)[-2:] for a in arrays[:2]] == [["conv", "weight"], ["bn", "bias"]]
+    assert not any(a.name.endswith(".bn.weight") for a in arrays)
 
 
 @pytest.mark.parametrize("name", sorted(TORCHVISION_GMACS))

@@ -66,6 +66,11 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
             f"kvstore.rpc {scenario.kvstore.rpc!r}: realrun's servers speak ps-lite over zmq "
             "only; the simulator models gRPC's copies (simscale predict)"
         )
+    if scenario.kvstore.key_placement != "hash":
+        raise ValueError(
+            f"kvstore.key_placement {scenario.kvstore.key_placement!r}: realrun places keys by "
+            "MXNet's hash only; the simulator models TensorFlow's placements (simscale predict)"
+        )
     if options.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
     if options.launcher == "netns":

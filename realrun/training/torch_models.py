@@ -365,9 +365,10 @@ class InceptionOutputs(NamedTuple):
 
 
 class Inception3(nn.Module):
-    """torchvision's Inception v3 with the auxiliary head, on 3x299x299 inputs."""
+    """torchvision's Inception v3, with the auxiliary head unless ``aux_logits`` is False (as
+    TensorFlow's and MXNet's published runs define it), on 3x299x299 inputs."""
 
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, num_classes: int = 1000, aux_logits: bool = True) -> None:
         super().__init__()
         self.Conv2d_1a_3x3 = BasicConv2d(3, 32, kernel_size=3, stride=2)
         self.Conv2d_2a_3x3 = BasicConv2d(32, 32, kernel_size=3)
@@ -385,7 +386,7 @@ class Inception3(nn.Module):
         self.Mixed_6d = InceptionC(768, channels_7x7=160)
         self.Mixed_6e = InceptionC(768, channels_7x7=192)
         # Registered here, between 6e and 7a, as torchvision does: that fixes its key order.
-        self.AuxLogits = InceptionAux(768, num_classes)
+        self.AuxLogits = InceptionAux(768, num_classes) if aux_logits else None
         self.Mixed_7a = InceptionD(768)
         self.Mixed_7b = InceptionE(1280)
         self.Mixed_7c = InceptionE(2048)
@@ -400,10 +401,31 @@ class Inception3(nn.Module):
             x = block(x)
         for block in (self.Mixed_6b, self.Mixed_6c, self.Mixed_6d, self.Mixed_6e):
             x = block(x)
-        aux = self.AuxLogits(x) if self.training else None
+        aux = self.AuxLogits(x) if self.training and self.AuxLogits is not None else None
         x = self.Mixed_7c(self.Mixed_7b(self.Mixed_7a(x)))
         logits = self.fc(torch.flatten(self.dropout(self.avgpool(x)), 1))
         return logits if aux is None else InceptionOutputs(logits, aux)
+
+
+class BatchNormShift(nn.Module):
+    """A batch norm that shifts but does not scale (TensorFlow's ``batch_norm(scale=False)``):
+    one parameter, ``bias`` (TensorFlow's beta)."""
+
+    def __init__(self, channels: int, eps: float) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm2d(channels, eps=eps, affine=False)
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(x) + self.bias.view(1, -1, 1, 1)
+
+
+def _shift_only_norms(model: nn.Module) -> nn.Module:
+    """Every BasicConv2d's batch norm made a shift only, in place (so keys keep their order)."""
+    for m in model.modules():
+        if isinstance(m, BasicConv2d):
+            m.bn = BatchNormShift(m.bn.num_features, m.bn.eps)
+    return model
 
 
 # --- Small test models (defined in simscale.zoo.architectures.small) ---------------------------
@@ -462,6 +484,10 @@ _MODELS: dict[str, _Entry] = {
     "alexnet": _Entry(AlexNet, _IMAGENET, 1000),
     "alexnet_mxnet": _Entry(AlexNetMXNet, _IMAGENET, 1000),
     "inception_v3": _Entry(Inception3, (3, 299, 299), 1000),
+    "inception_v3_noaux": _Entry(lambda: Inception3(aux_logits=False), (3, 299, 299), 1000),
+    "inception_v3_tf": _Entry(
+        lambda: _shift_only_norms(Inception3(aux_logits=False)), (3, 299, 299), 1000
+    ),
     "mlp": _Entry(MLP, (784,), 10),
     "convnet_small": _Entry(ConvNetSmall, (3, 32, 32), 10),
 }

@@ -7,6 +7,15 @@ are InceptionA, 6a InceptionB, 6b-e InceptionC, 7a InceptionD, 7b-c InceptionE; 
 registered between Mixed_6e and Mixed_7a and so sits there in ``named_parameters()``. The input is
 3x299x299. Training runs the auxiliary head, so its cost is counted.
 
+``inception_v3_noaux`` is the same network without the auxiliary head, as MXNet's published runs
+trained it (``example/image-classification/symbols/inception-v3.py`` defines no auxiliary
+classifier; its batch norms keep a gamma). Its parameter count (23,834,568) is torchvision's
+``Inception3(aux_logits=False)``. ``inception_v3_tf`` is TensorFlow's (tf_cnn_benchmarks'
+``inception_model.py``, tensorflow/benchmarks fd87986 of 2017): no auxiliary head either, and
+every batch norm a shift only (``tf.contrib.layers.batch_norm``'s default ``scale=False``), so a
+convolution has two variables, its kernel and the norm's beta, which decides where TensorFlow's
+round-robin placement puts them (simscale.sharding).
+
 One zoo Layer is one BasicConv2d (or the final ``fc``): the stem's max-pools go with the conv before
 them; an average pool that opens a branch goes with that branch's conv; a max-pool-only branch
 (InceptionB/D) is a Layer of its own with no arrays.
@@ -37,6 +46,14 @@ SOURCE = (
     "torchvision models/inception.py, Inception3(aux_logits=True) (Szegedy et al. 2016); "
     "reference parameter count from torchvision's Inception_V3_Weights.IMAGENET1K_V1 meta"
 )
+SOURCE_NOAUX = (
+    "torchvision models/inception.py, Inception3(aux_logits=False): no auxiliary head, as "
+    "MXNet's symbols/inception-v3.py defines it"
+)
+SOURCE_TF = (
+    "tf_cnn_benchmarks inception_model.py (tensorflow/benchmarks fd87986): no auxiliary head, "
+    "batch norms without a scale; layers as torchvision's Inception3"
+)
 INPUT_SHAPE = (3, 299, 299)
 NUM_CLASSES = 1000
 
@@ -44,8 +61,9 @@ NUM_CLASSES = 1000
 class _Net:
     """Collects Layers in definition order while branches read shapes they are given."""
 
-    def __init__(self) -> None:
+    def __init__(self, bn_scale: bool = True) -> None:
         self.layers: list[Layer] = []
+        self.bn_scale = bn_scale
 
     def conv(
         self,
@@ -64,7 +82,7 @@ class _Net:
             x,
             *before,
             conv2d(f"{name}.conv", out_channels, kernel, stride, padding),
-            batchnorm2d(f"{name}.bn"),
+            batchnorm2d(f"{name}.bn", scale=self.bn_scale),
             relu(),
             *after,
         )
@@ -143,9 +161,10 @@ class _Net:
         self.layers.append(lyr)
 
 
-@register("inception_v3")
-def inception_v3() -> ModelSpec:
-    net = _Net()
+def _inception_v3(name: str, source: str, aux: bool, bn_scale: bool = True) -> ModelSpec:
+    """The network in torchvision's registration order, with or without the auxiliary head and
+    the batch norms' scale."""
+    net = _Net(bn_scale)
     x = net.conv("Conv2d_1a_3x3", INPUT_SHAPE, 32, 3, stride=2)
     x = net.conv("Conv2d_2a_3x3", x, 32, 3)
     x = net.conv("Conv2d_2b_3x3", x, 64, 3, padding=1, after=(max_pool2d(3, stride=2),))
@@ -157,10 +176,28 @@ def inception_v3() -> ModelSpec:
     x = net.inception_b("Mixed_6a", x)
     for block, c7 in (("Mixed_6b", 128), ("Mixed_6c", 160), ("Mixed_6d", 160), ("Mixed_6e", 192)):
         x = net.inception_c(block, x, c7)
-    net.aux_logits(x)
+    if aux:
+        net.aux_logits(x)
     x = net.inception_d("Mixed_7a", x)
     x = net.inception_e("Mixed_7b", x)
     x = net.inception_e("Mixed_7c", x)
     fc, _ = layer("fc", x, adaptive_avg_pool2d(1), dropout(), flatten(), linear("fc", NUM_CLASSES))
     net.layers.append(fc)
-    return ModelSpec("inception_v3", tuple(net.layers), SOURCE, INPUT_SHAPE)
+    return ModelSpec(name, tuple(net.layers), source, INPUT_SHAPE)
+
+
+@register("inception_v3")
+def inception_v3() -> ModelSpec:
+    return _inception_v3("inception_v3", SOURCE, aux=True)
+
+
+@register("inception_v3_noaux")
+def inception_v3_noaux() -> ModelSpec:
+    """Without the auxiliary head, as MXNet's published runs define it."""
+    return _inception_v3("inception_v3_noaux", SOURCE_NOAUX, aux=False)
+
+
+@register("inception_v3_tf")
+def inception_v3_tf() -> ModelSpec:
+    """TensorFlow's: no auxiliary head, and batch norms with a beta but no gamma."""
+    return _inception_v3("inception_v3_tf", SOURCE_TF, aux=False, bn_scale=False)

@@ -91,12 +91,14 @@ def conv2d(
     return step
 
 
-def batchnorm2d(name: str) -> Step:
-    """A 2-D batch norm with affine weight and bias; running statistics are buffers, not keys."""
+def batchnorm2d(name: str, scale: bool = True) -> Step:
+    """A 2-D batch norm with affine weight and bias (only the bias, a shift, without ``scale``, as
+    TensorFlow's ``batch_norm(scale=False)``); running statistics are buffers, not keys."""
 
     def step(shape: Shape) -> Op:
         c, _, _ = _chw(shape, f"batchnorm2d {name}")
-        arrays = (ParamArray(f"{name}.weight", (c,)), ParamArray(f"{name}.bias", (c,)))
+        arrays = (ParamArray(f"{name}.weight", (c,)),) if scale else ()
+        arrays += (ParamArray(f"{name}.bias", (c,)),)
         return Op(arrays, 2 * math.prod(shape), shape)
 
     return step
