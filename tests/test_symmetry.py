@@ -2,9 +2,9 @@
 
 A seeded generator draws a family of cluster shapes across every axis the scenario has (network
 model, sync/async/device modes, all-reduce, co-located and dedicated servers and their number,
-gradient compression, mixed host groups, stragglers, unequal TCP shares, link speed, model);
-for each, the default ("auto") prediction must equal the exact one within 1%, and the family
-must exercise the fast path often enough for that to mean something.
+gradient compression, key placement, mixed host groups, stragglers, unequal TCP shares, link
+speed, model); for each, the default ("auto") prediction must equal the exact one within 1%,
+and the family must exercise the fast path often enough for that to mean something.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def _shape(rng: random.Random, i: int) -> dict[str, Any]:
             data["kvstore"]["gradient_compression"] = {"type": "2bit", "threshold": 0.5}
         if rng.random() < 0.2:
             data["kvstore"]["bigarray_bound"] = rng.choice([100_000, 10_000_000])
+        # TensorFlow's placements, drawn apart so that the family's other draws stay as they were.
+        placement = random.Random(FAMILY_SEED + i).choice(["hash"] * 3 + ["greedy", "round_robin"])
+        data["kvstore"]["key_placement"] = placement
     return data
 
 
