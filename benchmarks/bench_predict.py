@@ -13,7 +13,10 @@ exact model is out of reach there, an approximate answer) and the throughput; th
 exponent of CPU time in hosts, fitted by least squares on log-log over the completed runs from
 64 to 1,024 hosts, and the real command's time on scenarios/64gpu.yaml, imports included. A run
 that reaches ``--max-seconds`` stops cleanly (``simscale predict --max-seconds``) and is shown as
-such, not fitted. CPU time is printed beside wall time because these machines are shared.
+such, not fitted. CPU time is printed beside wall time because these machines are shared. The
+last line says which grouped fair-share solver the large sizes used: numba's compiled one where
+the ``fast`` extra is installed, the numpy reference otherwise or with SIMSCALE_SOLVER=reference
+(run both side by side to compare them).
 
     python benchmarks/bench_predict.py [--repeats 3] [--gpus 8,64,...] [--max-seconds 120]
 """
@@ -31,6 +34,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from simscale.network.fairshare_compiled import MIN_LINKS, compiled
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "scenarios" / "64gpu.yaml"
@@ -54,6 +59,15 @@ out.update(wall_s=time.perf_counter() - w0, cpu_s=time.process_time() - c0,
            peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print(json.dumps(out))
 """
+
+
+def solver() -> str:
+    """Which grouped fair-share solver large predictions get here (SIMSCALE_SOLVER, numba)."""
+    if compiled() is None:
+        return "the numpy reference (numba missing, or SIMSCALE_SOLVER=reference)"
+    import numba
+
+    return f"compiled (numba {numba.__version__}; SIMSCALE_SOLVER=reference for the reference)"
 
 
 def overrides(gpus: int, layout: str) -> list[str]:
@@ -176,6 +190,7 @@ def main() -> None:
         f"median {statistics.median(cli):.2f} s, CPU median {statistics.median(cli_cpu):.2f} s"
     )
     print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"grouped fair-share solver from {MIN_LINKS // 2} hosts: {solver()}")
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 

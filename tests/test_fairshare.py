@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,9 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simscale.network.fairshare import (
+    LEVEL_RTOL,
+    WEIGHT_RESIDUE,
     link_loads_Bps,
     max_min_fair,
     paths_to_array,
+    solve_grouped,
     solve_heap,
     solve_rounds,
 )
@@ -269,3 +273,82 @@ def test_a_counted_entry_equals_that_many_identical_flows(problem, data):
         np.append(cap, INF), padded, np.array(bounds, dtype=float), np.array(counts, dtype=float)
     )
     np.testing.assert_allclose(np.repeat(rounds, counts), expanded, rtol=1e-9)
+
+
+# --- The compiled grouped solver (simscale/network/fairshare_compiled.py) ----------------------
+
+
+def _grouped_problem(seed: int) -> tuple:
+    """A random grouped problem as the symmetric path builds them: flows over up to 3 links of
+    `n` (the last a sentinel), some in one of 2 groups loading a random set of links."""
+    rng = np.random.default_rng(seed)
+    n_ext = int(rng.integers(4, 40))
+    n_flows = int(rng.integers(1, 30))
+    cap = np.append(rng.uniform(1.0, 10.0, n_ext - 1), 0.0)
+    links = rng.integers(0, n_ext, (n_flows, 3))
+    weight = rng.integers(1, 4, (n_flows, 3)).astype(np.float64)
+    weight[links == n_ext - 1] = 0.0
+    group = rng.integers(-1, 2, n_flows)
+    group_weight = rng.integers(1, 5, n_flows).astype(np.float64)
+    mask = rng.random((2, n_ext)) < 0.3
+    mask[:, -1] = False
+    bound = float(rng.choice([math.inf, 3.0]))
+    return cap, links, weight, group, group_weight, mask, bound
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_compiled_grouped_solver_gives_the_reference_rates(seed: int) -> None:
+    """numba's loops freeze the same flows in the same rounds as the numpy reference; sums run in
+    another order, so rates agree to rounding."""
+    pytest.importorskip("numba")
+    from simscale.network.fairshare_compiled import compiled
+
+    kernel = compiled()
+    assert kernel is not None
+    cap, links, weight, group, group_weight, mask, bound = _grouped_problem(seed)
+    reference = solve_grouped(cap, links, weight, group, group_weight, mask, bound)
+    fast = kernel(
+        cap, links, weight, group, group_weight, mask.astype(np.float64), bound,
+        WEIGHT_RESIDUE, LEVEL_RTOL,
+    )  # fmt: skip
+    np.testing.assert_allclose(fast, reference, rtol=1e-9)
+
+
+def test_small_networks_and_an_explicit_request_take_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below MIN_LINKS (where numba's import would cost more than it saves) and with
+    SIMSCALE_SOLVER=reference the compiled entry point declines, and the caller solves in numpy."""
+    from simscale.network import fairshare_compiled
+
+    cap, links, weight, group, group_weight, mask, bound = _grouped_problem(0)
+    assert fairshare_compiled.solve_grouped_compiled(
+        cap, links, weight, group, group_weight, mask, bound
+    ) is None  # fmt: skip
+    monkeypatch.setenv("SIMSCALE_SOLVER", "reference")
+    fairshare_compiled.compiled.cache_clear()
+    try:
+        assert fairshare_compiled.compiled() is None
+    finally:
+        monkeypatch.delenv("SIMSCALE_SOLVER")
+        fairshare_compiled.compiled.cache_clear()
+
+
+def test_a_prediction_is_the_same_with_either_solver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scenarios/64gpu.yaml on its symmetric path, every grouped solve compiled (the size
+    threshold lowered to 0) against every one in numpy."""
+    pytest.importorskip("numba")
+    from simscale.network import fairshare_compiled
+    from simscale.scenario import load_scenario
+    from simscale.simulator import simulate
+
+    path = Path(__file__).resolve().parent.parent / "scenarios" / "64gpu.yaml"
+    scenario = load_scenario(path, ["cluster.hosts[0].count=16"])
+    reference = simulate(scenario)
+    monkeypatch.setattr(fairshare_compiled, "MIN_LINKS", 0)
+    fast = simulate(scenario)
+    assert fast.path == reference.path == "symmetric"
+    assert fast.throughput_samples_per_s == pytest.approx(
+        reference.throughput_samples_per_s, rel=1e-9
+    )
+    assert fast.events == reference.events

@@ -53,6 +53,7 @@ from simpy.events import Event
 
 from simscale.network.arrival import AFTER_NORMAL, Arrival, Call
 from simscale.network.fairshare import FloatArray, IntArray, solve_grouped, solve_rounds
+from simscale.network.fairshare_compiled import solve_grouped_compiled
 from simscale.network.refill import RefillSolver
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
@@ -580,7 +581,7 @@ class FairShareNetwork:
                     map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
                 )
                 weight = self._class_link_weight[idx] * counts[:, None]
-                rates = solve_grouped(
+                problem = (
                     self._cap_ext,
                     self._class_links[idx],
                     weight,
@@ -589,6 +590,9 @@ class FairShareNetwork:
                     self._group_mask_ext,
                     self._stream_max_Bps,
                 )
+                rates = solve_grouped_compiled(*problem)
+                if rates is None:
+                    rates = solve_grouped(*problem)
                 known = (idx, rates)
                 if memo is not None and key is not None and GROUPED_MEMO_ENTRIES:
                     if len(memo) >= GROUPED_MEMO_ENTRIES:
