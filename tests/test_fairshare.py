@@ -352,3 +352,30 @@ def test_a_prediction_is_the_same_with_either_solver(monkeypatch: pytest.MonkeyP
         reference.throughput_samples_per_s, rel=1e-9
     )
     assert fast.events == reference.events
+
+
+def test_a_kernel_that_cannot_be_built_leaves_the_reference_in_charge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where numba cannot compile or cache the kernel, one warning, and the numpy reference
+    answers instead of the prediction failing."""
+    numba = pytest.importorskip("numba")
+    from simscale.network import fairshare_compiled
+
+    def broken(*args: object, **kwargs: object) -> object:
+        def build(func: object) -> object:
+            def run(*a: object) -> object:
+                raise RuntimeError("cannot cache function '_kernel': no locator available")
+
+            return run
+
+        return build
+
+    monkeypatch.setattr(numba, "njit", broken)
+    fairshare_compiled.compiled.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="numpy reference"):
+            assert fairshare_compiled.compiled() is None
+    finally:
+        monkeypatch.undo()
+        fairshare_compiled.compiled.cache_clear()

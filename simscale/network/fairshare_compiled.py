@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -137,14 +138,37 @@ def _kernel(
 
 @cache
 def compiled() -> Callable[..., FloatArray] | None:
-    """The compiled kernel, or None where numba is missing or the reference is asked for."""
+    """The compiled kernel, or None where numba is missing, the reference is asked for, or the
+    kernel cannot be built here (no writable cache location, say: the reference answers the
+    same, so a warning says so and predictions go on)."""
     if os.environ.get("SIMSCALE_SOLVER", "") == "reference":
         return None
     try:
         import numba
     except ImportError:
         return None
-    return numba.njit(cache=True)(_kernel)  # type: ignore[no-any-return]
+    kernel = numba.njit(cache=True)(_kernel)
+    try:  # compile (or load from the cache) now, on a one-link problem, rather than mid-run
+        kernel(
+            np.array([1.0, 0.0]),
+            np.zeros((1, 1), dtype=np.int64),
+            np.ones((1, 1)),
+            np.full(1, -1, dtype=np.int64),
+            np.ones(1),
+            np.zeros((1, 2)),
+            math.inf,
+            WEIGHT_RESIDUE,
+            LEVEL_RTOL,
+        )
+    except Exception as e:  # any failure to build leaves the reference in charge
+        warnings.warn(
+            f"simscale: the compiled fair-share solver is unavailable ({e}); using the numpy "
+            "reference (SIMSCALE_SOLVER=reference silences this)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return kernel  # type: ignore[no-any-return]
 
 
 def solve_grouped_compiled(
