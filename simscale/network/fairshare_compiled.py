@@ -43,6 +43,7 @@ def _kernel(
     residue: float,
     rtol: float,
 ) -> FloatArray:
+    """solve_grouped's rounds as loops; ``mask`` is its ``group_links`` as floats."""
     n_ext = cap_ext.shape[0]
     sentinel = n_ext - 1
     n_flows, width = links.shape
