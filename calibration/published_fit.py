@@ -117,7 +117,7 @@ def _single_gpu_throughput(s: Scenario, costs: CostModel) -> float:
     resolved = host.resolved()
     t = s.training
     compute = samples_per_s_without_communication(
-        s.model.spec(), resolved[1], t.precision, t.batch_per_gpu, costs
+        s.model.spec(), resolved[1], t.compute_precision, t.batch_per_gpu, costs
     )
     if t.data != "images" or costs.decode_us_per_sample == 0:
         return compute
@@ -161,7 +161,9 @@ def too_costly_to_judge(p: PublishedPoint) -> bool:
 
 def compute_parameters(points: Sequence[PublishedPoint]) -> list[str]:
     """The compute parameters the single-GPU points can pin down."""
-    keys = sorted({f"{p.gpu}/{p.scenario.training.precision}" for p in points if p.gpus == 1})
+    keys = sorted(
+        {f"{p.gpu}/{p.scenario.training.compute_precision}" for p in points if p.gpus == 1}
+    )
     names = [f"compute_efficiency/{k}" for k in keys]
     return names + (["winograd_3x3_speedup", "layer_overhead_us"] if names else [])
 

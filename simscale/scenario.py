@@ -252,7 +252,12 @@ class OptimizerConfig:
 @dataclass(frozen=True)
 class TrainingConfig:
     batch_per_gpu: int = field(metadata=count_in(1, MAX_BATCH_PER_GPU, "samples"))
-    precision: Literal["fp32", "fp16"] = "fp32"
+    # "fp16": the network itself is cast to half precision (MXNet's net.cast('float16'), NVIDIA's
+    # --dtype float16), so gradients travel as fp16. "amp": automatic mixed precision (torch
+    # autocast and apex O1, TensorFlow's AMP rewrite and Keras' mixed_float16, MXNet's
+    # contrib.amp, Paddle's mixed_precision.decorate): fp16 math on fp32 weights, so gradients
+    # and weights travel as fp32, twice fp16's bytes.
+    precision: Literal["fp32", "fp16", "amp"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     # Samples in one epoch and epochs to train: with both, results report time and cost to train.
     dataset_samples: int | None = field(default=None, metadata=count_in(1, 10**13, "samples"))
@@ -264,6 +269,16 @@ class TrainingConfig:
     # script sets them (gluon-cv's --data-nthreads, MXNet's preprocess_threads). None: the
     # processes on a host share all of its cores. A process never gets more than its share.
     data_threads: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES, "threads"))
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision the GPUs compute in (its peak and efficiency): amp computes in fp16."""
+        return "fp16" if self.precision == "amp" else self.precision
+
+    @property
+    def gradient_precision(self) -> str:
+        """The precision gradients and weights cross the network in: amp keeps fp32 weights."""
+        return "fp32" if self.precision == "amp" else self.precision
 
 
 @dataclass(frozen=True)

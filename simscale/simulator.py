@@ -172,7 +172,7 @@ class Simulation:
             routes=self.reduction,
         )
         mode = s.kvstore.mode
-        bpe = BYTES_PER_ELEMENT[s.training.precision]
+        bpe = BYTES_PER_ELEMENT[s.training.gradient_precision]
         self.key_bytes = [a.elements * bpe for a in self.model.arrays]
         layer_keys: list[list[int]] = [[] for _ in self.model.layers]
         for key, layer in enumerate(self.model.array_layer):
@@ -240,7 +240,7 @@ class Simulation:
             host = lay.hosts[host_index]
             gpu = GPUS[str(host.gpu)]
             times = layer_times(
-                self.model, gpu.name, s.training.precision, s.training.batch_per_gpu, costs
+                self.model, gpu.name, s.training.compute_precision, s.training.batch_per_gpu, costs
             )
             gpus = lay.gpus_of(rank)
             waits_for = synchronised_gpus(mode, job_gpus, gpus)
@@ -600,7 +600,7 @@ class Simulation:
                 * samples_per_s_without_communication(
                     self.model,
                     str(host.gpu),
-                    s.training.precision,
+                    s.training.compute_precision,
                     s.training.batch_per_gpu,
                     self.costs,
                 )

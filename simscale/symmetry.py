@@ -153,7 +153,7 @@ def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     seconds of one iteration (a bound in the spirit of BytePS §2: what must cross it, whatever
     the overlap)."""
     compute_s = _compute_s(scenario, layout, costs)
-    bpe = BYTES_PER_ELEMENT[scenario.training.precision]
+    bpe = BYTES_PER_ELEMENT[scenario.training.gradient_precision]
     compress = TWO_BIT_RATIO if scenario.kvstore.gradient_compression.type == "2bit" else 1.0
     n_servers, w = layout.num_servers, layout.num_workers
     held = [0.0] * n_servers  # bytes of weights each server holds
@@ -227,7 +227,7 @@ def merge_burst(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     largest slice, W requests and merges back to back (simscale.ps), over the compute seconds of
     one iteration."""
     largest = max(sl.elements for key in _placed(scenario, layout.num_servers) for sl in key)
-    nbytes = largest * BYTES_PER_ELEMENT[scenario.training.precision]
+    nbytes = largest * BYTES_PER_ELEMENT[scenario.training.gradient_precision]
     burst_s = layout.num_workers * (
         costs.server_request_us * 1e-6 + nbytes * costs.server_merge_ns_per_byte * 1e-9
     )
@@ -243,7 +243,7 @@ def _compute_s(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     times = layer_times(
         scenario.model.spec(),
         gpu.name,
-        scenario.training.precision,
+        scenario.training.compute_precision,
         scenario.training.batch_per_gpu,
         costs,
     )

@@ -418,3 +418,41 @@ def test_grpc_copies_in_and_out_run_side_by_side() -> None:
     r = simulate(scenario_from_dict(_grpc_scenario("grpc", 1, workers=2)), costs)
     assert 0.1 < r.iteration_time_s < 0.19
     assert "gRPC copies" in " ".join(u.description for u in r.utilization)
+
+
+@pytest.mark.parametrize(
+    ("precision", "iteration_s"), [("fp32", 0.008), ("fp16", 0.004), ("amp", 0.008)]
+)
+def test_mixed_precision_sends_fp32_gradients(precision: str, iteration_s: float) -> None:
+    """The 2-host ring of one 25e6-element array from above, no compute: fp32 gradients are
+    1e8 bytes and take 8 ms over 100 Gbit/s; a network cast to fp16 sends 5e7 bytes, 4 ms;
+    automatic mixed precision computes in fp16 but keeps fp32 weights, so its gradients are
+    fp32 again: 8 ms."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["training"]["precision"] = precision
+    free = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0)
+    assert simulate(scenario_from_dict(data), free).iteration_time_s == pytest.approx(
+        iteration_s, rel=1e-6
+    )
+
+
+def test_mixed_precision_computes_at_the_fp16_rate() -> None:
+    """amp's layers take fp16's time (the tensor cores' peak at the fp16 efficiency), not fp32's:
+    one GPU training a 1 GFLOP layer at efficiency 0.5 needs 3e9 / (V100's 125e12 * 0.5) = 48 us
+    per iteration in fp16 and in amp, 3e9 / (15.7e12 * 0.5) = 382 us in fp32 (plus nanoseconds
+    for updating the layer's ten weights, hence the 1e-3 tolerance)."""
+    costs = CostModel(compute_efficiency={"V100/fp16": 0.5, "V100/fp32": 0.5})
+    data = _ring_scenario([{"name": "fc", "elements": 10, "fwd_gflops": 1.0}])
+    data["cluster"]["hosts"][0]["count"] = 1
+    data["kvstore"] = {"mode": "local"}
+
+    def iteration_s(precision: str) -> float:
+        data["training"]["precision"] = precision
+        return simulate(scenario_from_dict(data), costs).iteration_time_s
+
+    fp16_s = 3e9 / (GPUS["V100"].peak_flops("fp16") * 0.5)
+    assert iteration_s("amp") == pytest.approx(fp16_s, rel=1e-3)
+    assert iteration_s("fp16") == pytest.approx(fp16_s, rel=1e-3)
+    assert iteration_s("fp32") == pytest.approx(
+        3e9 / (GPUS["V100"].peak_flops("fp32") * 0.5), rel=1e-3
+    )

@@ -86,7 +86,7 @@ def emulated_device(scenario, rank: int) -> EmulatedDevice:
     d = scenario.realrun.dilation
     costs = CostModel()
     times = layer_times(
-        spec, gpu.name, scenario.training.precision, scenario.training.batch_per_gpu, costs
+        spec, gpu.name, scenario.training.compute_precision, scenario.training.batch_per_gpu, costs
     )
     copies = HostCopies(
         simpy.Environment(),
