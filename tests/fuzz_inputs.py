@@ -126,7 +126,7 @@ IN_RANGE: dict[str, tuple[Any, ...]] = {
     "fwd_gflops": (0, 1e-9, 1e6),
     "mode": ("dist_sync", "dist_async", "dist_sync_device", "allreduce", "local"),
     "network_model": ("fairshare", "fifo"),
-    "precision": ("fp16", "fp32"),
+    "precision": ("fp16", "fp32", "amp"),
     "scheduling": ("fifo", "priority"),
 }
 

@@ -47,7 +47,13 @@ def _shape(rng: random.Random, i: int) -> dict[str, Any]:
         "name": f"family-{i}",
         "cluster": {"hosts": groups},
         "model": model,
-        "training": {"batch_per_gpu": rng.choice([32, 64, 128]), "precision": "fp32"},
+        "training": {
+            "batch_per_gpu": rng.choice([32, 64, 128]),
+            # Drawn apart, like the placements below, so the family's other draws stay as they were.
+            "precision": random.Random(FAMILY_SEED + 10_000 + i).choice(
+                ["fp32"] * 3 + ["fp16", "amp"]
+            ),
+        },
         "kvstore": {"mode": mode},
         "simulation": {
             "warmup_iterations": 1,
