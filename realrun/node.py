@@ -162,8 +162,6 @@ def plan_from_scenario(scenario: Any, rank: int):
     if not kv.mode.startswith("dist_"):
         raise ValueError(f"kvstore.mode is {kv.mode!r}; realrun runs the dist_* modes only")
     check_compute(scenario)
-    if tr.precision != "fp32":
-        raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
     total_gpus = sum(scenario.gpus_per_worker(r) for r in range(scenario.num_workers))
     opt = tr.optimizer
     plan = TrainPlan(
@@ -183,7 +181,12 @@ def plan_from_scenario(scenario: Any, rank: int):
 
 
 def check_compute(scenario: Any) -> None:
-    """ValueError unless realrun can run this scenario's compute mode and dilation."""
+    """ValueError unless realrun can run this scenario's precision, compute mode and dilation."""
+    if scenario.training.precision != "fp32":
+        raise ValueError(
+            f"training.precision {scenario.training.precision!r}: realrun trains fp32 only; "
+            "the simulator models fp16 and amp (simscale predict)"
+        )
     rr = scenario.realrun
     if rr.compute == "real" and rr.dilation != 1.0:
         raise ValueError(

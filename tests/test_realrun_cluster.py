@@ -118,6 +118,15 @@ def test_realrun_refuses_a_grpc_parameter_server() -> None:
         check_runnable(load_scenario(MLP_COLOCATED, ["kvstore.rpc=grpc"]), LaunchOptions())
 
 
+@pytest.mark.parametrize("precision", ["fp16", "amp"])
+def test_realrun_refuses_half_precision_before_starting_anything(precision: str) -> None:
+    """realrun trains fp32; a half-precision scenario is refused before any process starts, so
+    no partial run record is left behind."""
+    scenario = load_scenario(MLP_COLOCATED, [f"training.precision={precision}"])
+    with pytest.raises(ValueError, match="realrun trains fp32 only"):
+        check_runnable(scenario, LaunchOptions())
+
+
 def test_realrun_refuses_tensorflows_key_placement() -> None:
     """realrun's workers find a key's server by MXNet's hash; TensorFlow's greedy placement is
     the simulator's alone."""

@@ -182,8 +182,6 @@ def plan_from_scenario(scenario: Any, rank: int, world_size: int, local_rank: in
         raise ValueError(f"kvstore.mode is {kv.mode!r}; this worker runs 'allreduce' only")
     check_all_reduce_compute(scenario)
     check_compute(scenario)
-    if tr.precision != "fp32":
-        raise ValueError(f"training.precision {tr.precision!r}: realrun trains fp32 only")
     slots = process_layout(scenario)
     if world_size != len(slots):
         raise ValueError(
