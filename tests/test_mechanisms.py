@@ -184,6 +184,36 @@ def test_worker_sums_big_arrays_with_several_threads() -> None:
     assert CostModel().worker_reduction_threads == 1
 
 
+def test_worker_copies_saturate_one_pcie_link_as_mxnet_measured() -> None:
+    """MXNet's tools/bandwidth README (apache/mxnet, measure.py --kv-store local): ResNet-200's
+    257.99 MB over 8 GPUs, copied to the CPU, summed and broadcast back in 0.29 s a round, "it
+    saturates the single 16x link between all GPUs and the CPU". The model copies the 8 GPUs'
+    gradients one after another over one PCIe 3.0 x16 link and the sum back the same way:
+    2 * 8 * 257.99e6 / 15.75e9 = 0.262 s, plus 7 * 257.99e6 * 0.1e-9 / 4 = 45 ms of sums at
+    the default merge rate with MXNet's 4 reduction threads: 0.307 s, within 10% of 0.29 s."""
+    import simpy
+
+    from simscale.hardware import PCIE3_X16_GBYTES
+    from simscale.worker import HostCopies
+
+    nbytes = 257.991328e6
+    copies = HostCopies(
+        simpy.Environment(),
+        0,
+        8,
+        on_cpu=False,
+        device_mode=False,
+        host_link_Bps=PCIE3_X16_GBYTES * 1e9,
+        peer_link_Bps=PCIE3_X16_GBYTES * 1e9,
+        merge_s_per_byte=CostModel().server_merge_ns_per_byte * 1e-9,
+        big_bytes=1e6,
+        reduction_threads=real_hardware_costs().worker_reduction_threads,
+    )
+    round_s = copies.reduce_s(nbytes) + copies.broadcast_s(nbytes)
+    assert round_s == pytest.approx(2 * 8 * nbytes / 15.75e9 + 7 * nbytes * 0.1e-9 / 4)
+    assert round_s == pytest.approx(0.29, rel=0.10)
+
+
 def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
     """100 us per layer and forward pass: at batch 4 the 1x1 layer takes 4e9 / 7.85e12 s +
     100 us forward and twice that backward; a batch of 1 pays the same 100 us, so one GPU's
