@@ -259,6 +259,7 @@ class Simulation:
                 cores=self.cores,
                 big_bytes=s.kvstore.bigarray_bound * bpe,
                 reduction_threads=costs.worker_reduction_threads,
+                to_host=mode != "device",
             )
             worker = Worker(
                 env,

@@ -214,6 +214,24 @@ def test_worker_copies_saturate_one_pcie_link_as_mxnet_measured() -> None:
     assert round_s == pytest.approx(0.29, rel=0.10)
 
 
+def test_the_single_host_device_kvstore_keeps_gradients_on_the_gpus() -> None:
+    """MXNet's "device" kvstore sums, updates and broadcasts a key on the GPUs (CommDevice), so,
+    unlike a dist_sync_device worker, which pushes from host memory, it pays no GPU<->CPU copy.
+    Two K80 dies, one 258 MB array, no compute: the copy into the GPU that sums it and the
+    broadcast back, each 258e6 / 15.75e9 = 16.4 ms over the PCIe peer link, 32.8 ms an iteration
+    (MXNet's tools/bandwidth README measured 23.2 ms for ResNet-200's 258 MB on two GPUs with
+    13 GB/s peer links; MXNet spreads the keys' sums over both GPUs, the model does not)."""
+    nbytes = 64_497_832 * 4
+    data = _ring_scenario([{"name": "w", "elements": 64_497_832}])
+    data["cluster"]["hosts"] = [{"count": 1, "gpus_per_host": 2, "gpu": "K80", "nic_gbps": 10}]
+    data["kvstore"] = {"mode": "device"}
+    free = CostModel(message_overhead_us=0.0, server_merge_ns_per_byte=0.0)
+    peer_s = nbytes / (GPUS["K80"].peer_link_gbytes_per_s * 1e9)
+    assert simulate(scenario_from_dict(data), free).iteration_time_s == pytest.approx(
+        2 * peer_s, rel=1e-6
+    )
+
+
 def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
     """100 us per layer and forward pass: at batch 4 the 1x1 layer takes 4e9 / 7.85e12 s +
     100 us forward and twice that backward; a batch of 1 pays the same 100 us, so one GPU's
