@@ -179,10 +179,10 @@ class HostCopies:
         to_host: bool = True,
     ) -> None:
         self.queue = SerialQueue(env, f"worker{rank}.copies", cores)
-        # Whether a key summed on the GPUs also crosses to host memory and back: a dist_*_device
-        # worker pushes it from there (ps-lite sends CPU buffers); MXNet's single-host "device"
-        # kvstore updates and broadcasts it on the GPUs (CommDevice), so it never leaves them.
-        self.to_host = to_host
+        # Seconds per byte for a key summed on the GPUs to cross to host memory (and back): a
+        # dist_*_device worker pushes it from there (ps-lite sends CPU buffers); MXNet's
+        # single-host "device" kvstore updates and broadcasts it on the GPUs (CommDevice).
+        self.device_host_s_per_byte = 1.0 / host_link_Bps if to_host else 0.0
         # MXNet sums a big array (at least ``big_bytes``) with several CPU threads
         # (MXNET_KVSTORE_REDUCTION_NTHREADS); simscale.costs.worker_reduction_threads.
         self.big_bytes = big_bytes
@@ -200,8 +200,7 @@ class HostCopies:
             # CPU "GPUs": gradients already live in host memory; only the sum remains.
             return (self.gpus - 1) * nbytes * self.merge_s_per_byte
         if self.device_mode:
-            to_host = nbytes / self.host_link_Bps if self.to_host else 0.0
-            return (self.gpus - 1) * nbytes / self.peer_link_Bps + to_host
+            return nbytes * ((self.gpus - 1) / self.peer_link_Bps + self.device_host_s_per_byte)
         threads = self.reduction_threads if nbytes >= self.big_bytes else 1
         return (
             self.gpus * nbytes / self.host_link_Bps
@@ -213,6 +212,5 @@ class HostCopies:
         if self.on_cpu:
             return 0.0
         if self.device_mode:
-            from_host = nbytes / self.host_link_Bps if self.to_host else 0.0
-            return from_host + (self.gpus - 1) * nbytes / self.peer_link_Bps
+            return nbytes * (self.device_host_s_per_byte + (self.gpus - 1) / self.peer_link_Bps)
         return self.gpus * nbytes / self.host_link_Bps
