@@ -288,17 +288,21 @@ def _concurrently(*calls: Callable[[], Throughput]) -> list[Throughput]:
 @pytest.mark.slow
 @needs_netns
 def test_nics_are_full_duplex(two_hosts_100mbit: EmulatedCluster) -> None:
-    """a -> b and b -> a at the same time each get the whole 100 Mbit/s of their direction."""
+    """a -> b and b -> a at the same time each get their direction's 100 Mbit/s, not half of a
+    shared link. HTB counts 1514-byte frames for 1448 payload bytes, so a direction's goodput
+    tops out at 100 * 1448 / 1514 = 95.6 Mbit/s; eight runs on an idle machine gave 93.9-95.5,
+    and CI once gave 89.4 with the load verdict calling the machine idle. 85 keeps clear of that
+    and of the 50 a half-duplex link would give."""
     forward, backward = judged_under_load(
         two_hosts_100mbit,
         lambda: _concurrently(
             lambda: measure_throughput(two_hosts_100mbit, "a", "b", duration_s=3.0, port=45_011),
             lambda: measure_throughput(two_hosts_100mbit, "b", "a", duration_s=3.0, port=45_012),
         ),
-        lambda flows: min(f.rate_mbit for f in flows) >= 90.0,
+        lambda flows: min(f.rate_mbit for f in flows) >= 85.0,
     )
-    assert forward.rate_mbit >= 90.0, forward
-    assert backward.rate_mbit >= 90.0, backward
+    assert forward.rate_mbit >= 85.0, forward
+    assert backward.rate_mbit >= 85.0, backward
 
 
 @pytest.mark.netns
