@@ -188,6 +188,14 @@ class ServerGroup:
             release()
         st.parked.clear()
 
+    def handle_requests(self, server: int, count: int) -> simpy.Event:
+        """``count`` small requests (a step barrier's tokens) on ``server``'s handler thread."""
+        return self.threads[server].run(self.copies * count * self.request_s)
+
+    def reply(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
+        """A small message from ``server`` to ``worker`` (``deliver`` on arrival)."""
+        self._ack(server, worker, deliver)
+
     def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         stream = self.to_worker(server, worker)
         self._run_own_turn(server, self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))

@@ -330,6 +330,13 @@ class KVStoreConfig:
     # distributed_replicated; use the model as TensorFlow builds it, e.g. inception_v3_tf).
     # realrun places keys by MXNet's hash only.
     key_placement: Literal["hash", "greedy", "round_robin"] = "hash"
+    # How a synchronous PS job waits for its workers: "key" as MXNet's dist_sync (a server
+    # merges every worker's push of a key, updates it once, then answers its pulls; TensorFlow's
+    # distributed_replicated alike, with a barrier per variable), or "step" as tf_cnn_benchmarks'
+    # parameter_server (each worker's gradient applied on its server as it comes, the workers
+    # meeting at a barrier at the end of the step, the next step reading every variable anew;
+    # simscale.step_barrier). realrun runs "key" only.
+    sync: Literal["key", "step"] = "key"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
 
 
@@ -394,6 +401,16 @@ class Scenario:
                 "kvstore.mode",
                 f"got {kv.mode!r} with {n_hosts} worker hosts, expected a dist_* "
                 "mode (or allreduce) for more than one host",
+            )
+        if kv.sync == "step" and (
+            kv.mode not in ("dist_sync", "dist_sync_device") or kv.pull_request != "after_ack"
+        ):
+            raise ConfigError(
+                "kvstore.sync",
+                f"got 'step' with kvstore.mode {kv.mode!r} and pull_request "
+                f"{kv.pull_request!r}, expected mode dist_sync or dist_sync_device with "
+                "pull_request after_ack (a step barrier synchronises parameter-server workers "
+                "that read their weights after it)",
             )
         if kv.mode not in DIST_MODES:
             return

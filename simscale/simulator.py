@@ -27,6 +27,7 @@ from simscale.results import Result, Utilization, WorkerResult
 from simscale.scenario import DIST_MODES, Scenario
 from simscale.serial import CorePool, SerialQueue
 from simscale.sharding import place_keys
+from simscale.step_barrier import StepBarrier, barrier_server
 from simscale.stragglers import straggler_factor, synchronised_gpus
 from simscale.symmetry import TWO_BIT_RATIO
 from simscale.trace import KeyPhases
@@ -183,6 +184,7 @@ class Simulation:
 
         self.servers: ServerGroup | None = None
         self.allreduce: AllReduce | None = None
+        self.step_barrier: StepBarrier | None = None
         if mode in DIST_MODES:
             self.servers = ServerGroup(
                 env,
@@ -190,7 +192,8 @@ class Simulation:
                 costs,
                 lay.server_hosts,
                 lay.num_workers,
-                sync=mode in ("dist_sync", "dist_sync_device"),
+                # With a step barrier each push is applied as it comes (simscale.step_barrier).
+                sync=mode in ("dist_sync", "dist_sync_device") and s.kvstore.sync == "key",
                 pull_with_push=s.kvstore.pull_request == "with_push",
                 cores=self.cores,
                 on_updated=self.key_phases.updated if self.key_phases else None,
@@ -204,6 +207,17 @@ class Simulation:
                 s.kvstore.key_placement,
             )
             self.slices = [[(sl.server, sl.elements * bpe) for sl in key] for key in placed]
+            if s.kvstore.sync == "step":
+                self.step_barrier = StepBarrier(
+                    env,
+                    self.servers,
+                    barrier_server(lay.num_servers),
+                    lay.num_workers,
+                    sum(len(key) for key in self.slices),
+                    self._worker_stream,
+                    lambda worker: self.vans[worker],
+                    costs.message_overhead_us * 1e-6,
+                )
         elif mode == "allreduce":
             first = lay.hosts[lay.worker_hosts[0]]
             ar = s.kvstore.allreduce
@@ -355,6 +369,7 @@ class Simulation:
         pull_with_push = self.scenario.kvstore.pull_request == "with_push"
         slices = self.slices
         to_server = self._worker_stream
+        barrier = self.step_barrier
 
         marks = self.key_phases
 
@@ -381,11 +396,19 @@ class Simulation:
                         0, lambda: servers.pull(it, key, server, nbytes, rank, slice_back), key
                     )
 
+                def pull_after(waited: float) -> None:
+                    state["others"] = max(state["others"], waited)
+                    van.run(msg_s).callbacks.append(send_pull_request)
+
                 def acked(waited: float) -> None:
                     # MXNet's pull of a key depends on its push: the request follows the ack.
-                    state["others"] = max(state["others"], waited)
-                    if not pull_with_push:
-                        van.run(msg_s).callbacks.append(send_pull_request)
+                    # Behind a step barrier it waits for every worker's every push instead.
+                    if barrier is not None:
+                        barrier.acked(it, rank, key, pull_after)
+                    elif pull_with_push:
+                        state["others"] = max(state["others"], waited)
+                    else:
+                        pull_after(waited)
 
                 sent = van.run(msg_s)
 

@@ -336,6 +336,62 @@ def test_a_synchronous_job_waits_for_its_slowest_gpu(mode: str, waits_for: int) 
     assert CostModel().straggler_sigma == 0.0  # no effect unless a profile says so
 
 
+def _barrier_scenario(sync: str, workers: int, measured: int = 3) -> dict:
+    """``workers`` hosts of one CPU device and a dedicated server host, no latency, 100 Gbit/s:
+    one 1,000-element array (4 kB, 0.3 us on the wire) and 1 GFLOP per sample, so an iteration
+    is its compute, 1e9 x 3 / (0.08e12 x 0.3) = 125 ms, plus the server's request costs."""
+    host = {"gpus_per_host": 1, "gpu": "cpu", "nic_gbps": 100, "latency_us": 0}
+    return {
+        "cluster": {
+            "hosts": [{"count": workers, **host}],
+            "server_hosts": {"count": 1, "nic_gbps": 100, "latency_us": 0},
+        },
+        "model": {"arrays": [{"name": "w", "elements": 1_000, "fwd_gflops": 1.0}]},
+        "training": {"batch_per_gpu": 1},
+        "kvstore": {"mode": "dist_sync", "placement": "dedicated", "servers": 1, "sync": sync},
+        "simulation": {
+            "warmup_iterations": 5,
+            "measured_iterations": measured,
+            "stable_tolerance": 0.0,  # run every measured iteration
+        },
+    }
+
+
+def test_a_step_barrier_holds_the_reads_until_the_workers_meet() -> None:
+    """One worker, a 1 ms request cost on the server's handler thread. MXNet's per-key sync:
+    the push is merged (1 ms), then the pull answered (1 ms): 125 + 2 = 127 ms an iteration.
+    TensorFlow's step barrier: the push applied (1 ms), the worker's one token (1 ms), then the
+    read (1 ms): 128 ms."""
+    costs = NETWORK_ONLY.with_values(server_request_us=1_000.0)
+    key = simulate(scenario_from_dict(_barrier_scenario("key", 1)), costs)
+    step = simulate(scenario_from_dict(_barrier_scenario("step", 1)), costs)
+    assert key.iteration_time_s == pytest.approx(0.127, rel=1e-4)
+    assert step.iteration_time_s == pytest.approx(0.128, rel=1e-4)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_step_barrier_costs_the_server_w_squared_tokens(workers: int) -> None:
+    """W workers, 1 ms a request. Per iteration MXNet's server merges W pushes and answers W
+    pulls: 2W ms of handler work. Behind TensorFlow's step barrier it applies W pushes, takes
+    every worker's W tokens (W^2) and answers W reads: (2W + W^2) ms, 8 for two workers and 15
+    for three. Over 30 iterations, so that the measured window's edges count for under 1%."""
+    costs = NETWORK_ONLY.with_values(server_request_us=1_000.0)
+    for sync, work_ms in (("key", 2 * workers), ("step", 2 * workers + workers**2)):
+        r = simulate(scenario_from_dict(_barrier_scenario(sync, workers, measured=30)), costs)
+        (server,) = [u for u in r.utilization if u.kind == "server"]
+        busy_ms = server.busy_fraction * r.iteration_time_s * 1e3
+        assert busy_ms == pytest.approx(work_ms, rel=0.01)
+        # No representative stands for a barrier's W workers.
+        assert r.path == ("exact" if sync == "step" else "symmetric")
+
+
+def test_a_step_barrier_needs_a_synchronous_parameter_server() -> None:
+    data = _barrier_scenario("step", 2)
+    data["kvstore"]["mode"] = "dist_async"
+    with pytest.raises(ConfigError, match=r"kvstore\.sync"):
+        scenario_from_dict(data)
+
+
 def _images_scenario(data: str) -> dict:
     """One host of 4 CPU devices with 2 cores, batch 8 per device, 1 GFLOP per sample:
     compute 8 x 1e9 x 3 / (0.08e12 x 0.3) = 1 s per iteration (forward plus twice backward)."""

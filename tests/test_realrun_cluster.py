@@ -135,6 +135,14 @@ def test_realrun_refuses_tensorflows_key_placement() -> None:
         check_runnable(scenario, LaunchOptions())
 
 
+def test_realrun_refuses_tensorflows_step_barrier() -> None:
+    """realrun's servers merge each key and answer its pulls as MXNet does; a step barrier
+    (kvstore.sync step) is the simulator's alone."""
+    scenario = load_scenario(MLP_COLOCATED, ["kvstore.sync=step"])
+    with pytest.raises(ValueError, match="TensorFlow's step barrier"):
+        check_runnable(scenario, LaunchOptions())
+
+
 def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> None:
     """2 worker hosts + 2 dedicated server hosts: the scheduler on host 0, workers on 0 and 1,
     servers on hosts 2 and 3; nothing is built before the launcher is entered."""

@@ -71,6 +71,12 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
             f"kvstore.key_placement {scenario.kvstore.key_placement!r}: realrun places keys by "
             "MXNet's hash only; the simulator models TensorFlow's placements (simscale predict)"
         )
+    if scenario.kvstore.sync != "key":
+        raise ValueError(
+            f"kvstore.sync {scenario.kvstore.sync!r}: realrun's servers merge each key and "
+            "answer its pulls (MXNet's dist_sync); the simulator models TensorFlow's step "
+            "barrier (simscale predict)"
+        )
     if options.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {options.launcher!r}; known: {', '.join(LAUNCHERS)}")
     if options.launcher == "netns":
