@@ -13,7 +13,9 @@ With ``rpc: grpc`` (TensorFlow's parameter servers) every tensor also passes thr
 on its way in and on its way out of a server process (costs.grpc_ns_per_byte), on two paths of
 their own: a received gradient is copied before its merge, a weight reply before it is sent. They
 cap a PS process at a few hundred MB/s each way whatever its NIC; more PS processes raise the
-total.
+total. Each path is shared by the RPCs in progress on it (simscale.sharing), as gRPC serves
+concurrent calls on their own streams: a small variable's reply is not queued behind a large
+one's whole copy.
 
 Every message costs its sender a software overhead on its one sending thread and then travels on
 the connection between the two processes (simscale.network.stream: in order, one message at a
@@ -36,6 +38,7 @@ import simpy
 from simscale.costs import CostModel
 from simscale.network.stream import Stream
 from simscale.serial import CorePool, SerialQueue
+from simscale.sharing import SharedQueue
 
 HEADER_BYTES = 64  # ps-lite meta header of a data message, order of magnitude
 
@@ -95,10 +98,11 @@ class ServerGroup:
         self.merge_s_per_byte = costs.server_merge_ns_per_byte * 1e-9
         self.update_s_per_byte = costs.server_update_ns_per_byte * 1e-9
         self.rpc_s_per_byte = costs.grpc_ns_per_byte * 1e-9
-        # gRPC's receive and send copies per server process (empty unless kvstore.rpc is grpc).
+        # gRPC's receive and send copies per server process (empty unless kvstore.rpc is grpc),
+        # each shared by the RPCs in progress on it.
         n = len(server_hosts) if grpc else 0
-        self.rpc_in = [SerialQueue(env, f"server{s}.grpc-in", cores) for s in range(n)]
-        self.rpc_out = [SerialQueue(env, f"server{s}.grpc-out", cores) for s in range(n)]
+        self.rpc_in = [SharedQueue(env, f"server{s}.grpc-in") for s in range(n)]
+        self.rpc_out = [SharedQueue(env, f"server{s}.grpc-out") for s in range(n)]
 
     def push(
         self,
@@ -200,15 +204,13 @@ class ServerGroup:
         stream = self.to_worker(server, worker)
         self._run_own_turn(server, self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
 
-    def _run_own_turn(
-        self, server: int, cost_s: float, queue: SerialQueue | None = None
-    ) -> simpy.Event:
+    def _run_own_turn(self, server: int, cost_s: float) -> simpy.Event:
         """Queue one message's work on the server's thread, once per copy it stands for; the
         event fires at the representative's own turn, the middle one: identical workers' acks
         and replies are served in no fixed order, so on average a worker waits for half of the
         others (the exact model, tests/test_symmetry.py, agrees within 0.3% where serving it
         last was 1-2% slow on server-bound shapes)."""
-        thread = self.threads[server] if queue is None else queue
+        thread = self.threads[server]
         if self.copies == 1:
             return thread.run(cost_s)
         before = (self.copies - 1) // 2
@@ -235,11 +237,10 @@ class ServerGroup:
 
             handled = self._run_own_turn(server, self.request_s + self.msg_s)
             if self.rpc_out:
+                # The identical replies a representative stands for are copied side by side.
                 out = self.rpc_out[server]
-                cost_s = nbytes * self.rpc_s_per_byte
-                handled.callbacks.append(
-                    lambda _e: self._run_own_turn(server, cost_s, out).callbacks.append(send)
-                )
+                cost_s = self.copies * nbytes * self.rpc_s_per_byte
+                handled.callbacks.append(lambda _e: out.run(cost_s).callbacks.append(send))
             else:
                 handled.callbacks.append(send)
 
