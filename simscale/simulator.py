@@ -213,6 +213,7 @@ class Simulation:
                     self.servers,
                     barrier_server(lay.num_servers),
                     lay.num_workers,
+                    self.full_layout.num_workers,
                     sum(len(key) for key in self.slices),
                     self._worker_stream,
                     lambda worker: self.vans[worker],

@@ -13,7 +13,9 @@ merged instead (``kvstore.sync: key``, simscale.ps).
 The model (``kvstore.sync: step``): a worker whose pushes of an iteration are all acknowledged
 sends its W tokens to the barrier's server (W messages on its send thread, one request each on
 the server's handler thread); once every worker's tokens are in, the server answers each
-worker's dequeue, and each worker then asks for every key's new weights, in key order.
+worker's dequeue, and each worker then asks for every key's new weights, in key order. On the
+symmetric path (simscale.symmetry) the one representative's tokens and reads stand for all W
+workers', and the barrier opens once its own tokens are in.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class StepBarrier:
         servers: ServerGroup,
         server: int,
         num_workers: int,
+        job_workers: int,
         pushes_per_iteration: int,
         to_server: Callable[[int, int], Stream],
         vans: Callable[[int], SerialQueue],
@@ -63,7 +66,10 @@ class StepBarrier:
         self.env = env
         self.servers = servers
         self.server = server
-        self.num_workers = num_workers
+        self.num_workers = num_workers  # simulated: all of them, or one representative
+        # The job's workers: each enqueues a token for every one of them (on the symmetric path
+        # a representative's messages stand for its copies' on the server, simscale.ps).
+        self.job_workers = job_workers
         self.pushes_per_iteration = pushes_per_iteration
         self.to_server = to_server  # (worker, server) -> the worker's connection to it
         self.vans = vans  # worker -> its send thread
@@ -82,7 +88,7 @@ class StepBarrier:
     def _arrive(self, it: int, r: _Round, worker: int) -> None:
         """The worker enqueues a token in each of the W queues: W requests to one server."""
         r.arrived_s[worker] = self.env.now
-        w = self.num_workers
+        w = self.job_workers
         sent = self.vans(worker).run(w * self.msg_s)
         stream = self.to_server(worker, self.server)
 

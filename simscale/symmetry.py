@@ -71,8 +71,6 @@ def reason_for_exact(
         return f"mode {s.kvstore.mode} (only synchronous parameter-server jobs are reduced)"
     if layout.num_workers < 2:
         return "a single worker"
-    if s.kvstore.sync == "step":
-        return "a step barrier (kvstore.sync step): every worker meets every other each step"
     if s.simulation.network_model != "fairshare":
         return f"network model {s.simulation.network_model}"
     if s.simulation.compute_jitter > 0:

@@ -78,6 +78,9 @@ def _shape(rng: random.Random, i: int) -> dict[str, Any]:
         # TensorFlow's placements, drawn apart so that the family's other draws stay as they were.
         placement = random.Random(FAMILY_SEED + i).choice(["hash"] * 3 + ["greedy", "round_robin"])
         data["kvstore"]["key_placement"] = placement
+        if mode in symmetry.SYNC_MODES:  # TensorFlow's step barrier, drawn apart likewise
+            sync = random.Random(FAMILY_SEED + 20_000 + i).choice(["key"] * 3 + ["step"])
+            data["kvstore"]["sync"] = sync
     return data
 
 
