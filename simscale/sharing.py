@@ -62,10 +62,6 @@ class SharedQueue:
         self._schedule()
         return done
 
-    def occupy(self, cost_s: float) -> None:
-        """Queue ``cost_s`` seconds of work that nothing waits for."""
-        self.run(cost_s)
-
     def _advance(self) -> None:
         """Move the virtual clock on by the share each job in progress got since the last change."""
         now = self.env.now
