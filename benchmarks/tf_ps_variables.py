@@ -2,12 +2,13 @@
 variables.
 
 ETH's report (calibration/published/ethz-tf-k80-ec2.yaml) states no network for p2.xlarge ("High"
-in AWS's table). Its ``parameter_server`` rows place TensorFlow's Inception v3 variables
-(``inception_v3_tf``: no auxiliary head, batch norms without gamma) whole on the least-loaded PS
-by bytes (``kvstore.key_placement: greedy``, simscale.sharding). Each step, the hottest PS host
-sends its variables to every worker and its own worker's gradients to every other server; at the
-published throughput that is a lower bound on the egress that host's NIC carried. This prints
-it for the 32-, 64- and 128-GPU rows, beside the preset's ~1 Gbit/s.
+in AWS's table; 1.25 Gbit/s in a placement group by AWS's 2017 P2 briefing, the preset's figure).
+Its ``parameter_server`` rows place TensorFlow's Inception v3 variables (``inception_v3_tf``: no
+auxiliary head, batch norms without gamma) whole on the least-loaded PS by bytes
+(``kvstore.key_placement: greedy``, simscale.sharding). Each step, the hottest PS host sends its
+variables to every worker and its own worker's gradients to every other server; at the published
+throughput that is a lower bound on the egress that host's NIC carried. This prints
+it for the 32-, 64- and 128-GPU rows, beside the preset's rate.
 
     python benchmarks/tf_ps_variables.py      # a second
 """

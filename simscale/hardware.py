@@ -101,6 +101,13 @@ class InstanceSpec:
 
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
 _AWS_P3 = "AWS EC2 P3 instance page (instance table)"
+# AWS's own P2 briefing slides give the network bandwidth of each size "in a placement group":
+# p2.xlarge 1.25 Gbps, p2.8xlarge 10 Gbps, p2.16xlarge 20 Gbps (the instance table later lists
+# 25 Gigabit for the 16xlarge; the preset keeps the table's figure).
+_AWS_P2_2017 = (
+    "AWS GPU/FPGA briefing, March 2017, P2 table "
+    "(speakerdeck.com/porcaro33/gpu-fpga-briefing-plus-march-plus-2017)"
+)
 _AWS_C5N = "AWS EC2 C5n instance page (instance table)"
 
 # Prices: on-demand USD per hour, Linux, US East (N. Virginia), as read on PRICES_READ_ON from
@@ -130,9 +137,9 @@ INSTANCES: dict[str, InstanceSpec] = {
             "p2.xlarge",
             1,
             "K80",
-            1.0,
+            1.25,
             4,
-            _AWS_P2 + "; 'High' networking, ~1 Gbit/s",
+            f"{_AWS_P2}; 'High' networking: 1.25 Gbit/s in a placement group ({_AWS_P2_2017})",
             0.90,
             _PRICE_P2,
         ),
