@@ -10,6 +10,14 @@ variables to every worker and its own worker's gradients to every other server; 
 throughput that is a lower bound on the egress that host's NIC carried. This prints
 it for the 32-, 64- and 128-GPU rows, beside the preset's rate.
 
+It also prints what TensorFlow's step barrier asks of that link (the barrier lets no worker read
+a variable before every worker's gradients are applied, tensorflow/benchmarks fd87986): with the
+hot variable's replies sharing the link, all of them and then all the pushes back come one phase
+after the other, so the link must carry 2 (W - 1) x hot bytes within a step; served one after
+another, the last worker's reply is followed by its whole backward pass (2/3 of the published
+single-GPU step), so (W - 1) x hot bytes within the step less that. Both leave out the compute
+that does not overlap and the worker's own traffic: they are lower bounds on the usable rate.
+
     python benchmarks/tf_ps_variables.py      # a second
 """
 
@@ -23,6 +31,7 @@ from simscale.sharding import server_loads
 ETH_ROWS = {"p2x-32gpu": 32, "p2x-64gpu": 64, "p2x-128gpu": 128}  # workers, one K80 and one PS each
 BATCH = 64
 BYTES = 4  # fp32
+BACKWARD_SHARE = 2 / 3  # backward is twice forward (simscale.compute.BACKWARD_TO_FORWARD)
 
 
 def main() -> None:
@@ -31,6 +40,8 @@ def main() -> None:
     model_bytes = BYTES * sum(elements)
     preset_gbps = INSTANCES["p2.xlarge"].nic_gbps
     print(f"ETH p2.xlarge parameter_server rows, greedy placement (preset: {preset_gbps} Gbit/s)")
+    single_step_s = BATCH / points["p2x-1gpu"].value
+    backward_s = BACKWARD_SHARE * single_step_s
     for name, workers in ETH_ROWS.items():
         hot_bytes = BYTES * max(server_loads(elements, workers, 10**9, "greedy"))
         step_s = BATCH * workers / points[name].value
@@ -39,6 +50,14 @@ def main() -> None:
             f"  {name}: hottest PS {hot_bytes / 1e6:.1f} MB x {workers - 1} remote replies"
             f" + {(model_bytes - hot_bytes) / 1e6:.1f} MB of its worker's pushes in {step_s:.2f} s"
             f" -> {egress * 8 / step_s / 1e9:.2f} Gbit/s"
+        )
+        replies = hot_bytes * (workers - 1)
+        shared = 2 * replies / step_s
+        in_turn = replies / (step_s - backward_s)
+        print(
+            f"    under the step barrier: replies sharing the link >= {shared * 8 / 1e9:.2f}"
+            f" Gbit/s usable; one after another >= {in_turn * 8 / 1e9:.2f} Gbit/s"
+            f" (backward {backward_s:.2f} s)"
         )
 
 
