@@ -102,8 +102,9 @@ class InstanceSpec:
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
 _AWS_P3 = "AWS EC2 P3 instance page (instance table)"
 # AWS's own P2 briefing slides give the network bandwidth of each size "in a placement group":
-# p2.xlarge 1.25 Gbps, p2.8xlarge 10 Gbps, p2.16xlarge 20 Gbps (the instance table later lists
-# 25 Gigabit for the 16xlarge; the preset keeps the table's figure).
+# p2.xlarge 1.25 Gbps, p2.8xlarge 10 Gbps, p2.16xlarge 20 Gbps. The 16xlarge preset keeps the
+# 25 Gbit/s of the instance table it cites (a 2018 copy of AWS's P2 page still said 20; the 2016
+# MXNet p2 rows set 20 themselves).
 _AWS_P2_2017 = (
     "AWS GPU/FPGA briefing, March 2017, P2 table "
     "(speakerdeck.com/porcaro33/gpu-fpga-briefing-plus-march-plus-2017)"
