@@ -14,9 +14,10 @@ It also prints what TensorFlow's step barrier asks of that link (the barrier let
 a variable before every worker's gradients are applied, tensorflow/benchmarks fd87986): with the
 hot variable's replies sharing the link, all of them and then all the pushes back come one phase
 after the other, so the link must carry 2 (W - 1) x hot bytes within a step; served one after
-another, the last worker's reply is followed by its whole backward pass (2/3 of the published
-single-GPU step), so (W - 1) x hot bytes within the step less that. Both leave out the compute
-that does not overlap and the worker's own traffic: they are lower bounds on the usable rate.
+another, the last worker's reply is followed by its whole backward pass (its share of the
+published single-GPU step, as simscale.compute splits it), so (W - 1) x hot bytes within the
+step less that. Both leave out the compute that does not overlap and the worker's own traffic:
+they are lower bounds on the usable rate.
 
     python benchmarks/tf_ps_variables.py      # a second
 """
