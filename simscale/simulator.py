@@ -20,6 +20,7 @@ from simscale.compute import layer_times, samples_per_s_without_communication
 from simscale.costs import CostModel
 from simscale.hardware import GPUS
 from simscale.input_pipeline import InputPipeline, batch_decode_s, loader_cores
+from simscale.local_kvstore import has_kvstore, updates_on_cpu
 from simscale.network import make_network
 from simscale.network.stream import Stream
 from simscale.ps import HEADER_BYTES, ServerGroup
@@ -348,8 +349,16 @@ class Simulation:
 
             return allreduce
 
-        if self.servers is None:  # local / device: one host, the updater runs locally
-            update_s_per_byte = 0.0 if mode == "device" else costs.server_update_ns_per_byte * 1e-9
+        if self.servers is None:  # local / device: one host (simscale.local_kvstore)
+            job_gpus = sum(self.full_layout.gpus_of(r) for r in range(self.full_layout.num_workers))
+            if not has_kvstore(mode, job_gpus):
+
+                def on_the_gpu(it: int, key: int, done: Callable[[float], None]) -> None:
+                    done(0.0)  # no kvstore: the GPU updates its own weights, nothing is copied
+
+                return on_the_gpu
+            on_cpu = updates_on_cpu(mode, (a.elements for a in self.model.arrays))
+            update_s_per_byte = costs.server_update_ns_per_byte * 1e-9 if on_cpu else 0.0
 
             def local(it: int, key: int, done: Callable[[float], None]) -> None:
                 nbytes = key_bytes[key]

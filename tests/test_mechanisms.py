@@ -232,6 +232,49 @@ def test_the_single_host_device_kvstore_keeps_gradients_on_the_gpus() -> None:
     )
 
 
+@pytest.mark.parametrize("mode", ["local", "device"])
+def test_one_gpu_on_one_machine_has_no_kvstore(mode: str) -> None:
+    """MXNet creates no kvstore for one device on one machine (model._create_kvstore): the GPU
+    updates its own weights. One K80 die at half its peak, one 258 MB array of 1 GFLOP forward
+    (3 GFLOP with backward), and a CPU update of 1 ns/B that a kvstore would add (258 ms): the
+    iteration is its compute alone, 3e9 / (peak * 0.5)."""
+    data = _ring_scenario([{"name": "w", "elements": 64_497_832, "fwd_gflops": 1.0}])
+    data["cluster"]["hosts"] = [{"count": 1, "gpus_per_host": 1, "gpu": "K80", "nic_gbps": 10}]
+    data["kvstore"] = {"mode": mode}
+    slow_cpu = CostModel(
+        compute_efficiency={"K80/fp32": 0.5},
+        server_update_ns_per_byte=1.0,
+        server_merge_ns_per_byte=1.0,
+    )
+    r = simulate(scenario_from_dict(data), slow_cpu)
+    compute_s = 3e9 / (GPUS["K80"].peak_fp32_tflops * 1e12 * 0.5)
+    assert r.iteration_time_s == pytest.approx(compute_s, rel=1e-9)
+    assert r.breakdown["exposed_comm_s"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("elements", "updates_on_cpu"), [(16 * 1024 * 1024, True), (16 * 1024 * 1024 + 1, False)]
+)
+def test_local_kvstore_leaves_the_update_to_the_gpus_above_16m_elements(
+    elements: int, updates_on_cpu: bool
+) -> None:
+    """'local' on two GPUs: each GPU's gradient crosses PCIe to the CPU, the CPU sums the two
+    (1 x nbytes x merge) and the sum crosses back to both GPUs. The CPU also runs the optimizer
+    (nbytes x update) unless an array has more than 16M elements (``update_on_kvstore = False``
+    in model._create_kvstore). Merge 0.1 ns/B, update 1 ns/B, no compute."""
+    nbytes = elements * 4
+    data = _ring_scenario([{"name": "w", "elements": elements}])
+    data["cluster"]["hosts"] = [{"count": 1, "gpus_per_host": 2, "gpu": "K80", "nic_gbps": 10}]
+    data["kvstore"] = {"mode": "local"}
+    costs = CostModel(server_update_ns_per_byte=1.0, server_merge_ns_per_byte=0.1)
+    pcie_s = nbytes / (GPUS["K80"].host_link_gbytes_per_s * 1e9)
+    expected = 2 * pcie_s + nbytes * 0.1e-9 + 2 * pcie_s
+    if updates_on_cpu:
+        expected += nbytes * 1e-9
+    iteration_s = simulate(scenario_from_dict(data), costs).iteration_time_s
+    assert iteration_s == pytest.approx(expected, rel=1e-6)
+
+
 def test_layer_overhead_is_paid_per_layer_whatever_the_batch() -> None:
     """100 us per layer and forward pass: at batch 4 the 1x1 layer takes 4e9 / 7.85e12 s +
     100 us forward and twice that backward; a batch of 1 pays the same 100 us, so one GPU's
