@@ -276,7 +276,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
             draws=args.draws,
             force_profile=args.force_profile,
         )
-    extra = {"cost": cost, **({"interval": iv.to_dict()} if iv is not None else {})}
+    assumed = costs.unfitted_efficiencies(
+        f"{g.resolved()[1]}/{scenario.training.compute_precision}" for g in scenario.cluster.hosts
+    )
+    extra = {
+        "cost": cost,
+        **({"interval": iv.to_dict()} if iv is not None else {}),
+        **({"compute_efficiency_assumed": assumed} if assumed else {}),
+    }
     payload = json.dumps({**result.to_dict(), **extra}, indent=2, allow_nan=False)
     if args.output is not None:
         _write_atomic(args.output, payload + "\n")
@@ -290,6 +297,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if iv is not None:
             print(f"\ninterval      {iv.words}")
         print(f"costs         {where}")
+        for key, value in assumed.items():
+            print(
+                f"              {key}: no fitted compute efficiency (no published point for "
+                f"it); {value:g} of peak assumed (simscale/costs.py), so compute is a guess"
+            )
         if args.trace is not None:
             print(
                 f"trace of iteration {scenario.simulation.warmup_iterations} written to "

@@ -7,6 +7,7 @@ uses is either in the scenario or a data-sheet number in simscale.hardware.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -136,6 +137,18 @@ class CostModel:
         if key in self.compute_efficiency:
             return self.compute_efficiency[key]
         return DEFAULT_COMPUTE_EFFICIENCY.get(key, 0.5)
+
+    def unfitted_efficiencies(self, keys: Iterable[str]) -> dict[str, float]:
+        """Of the "GPU/precision" ``keys``, those a fitted model (one that holds any compute
+        efficiency) has no value for, each with the assumed default it falls back to: where a
+        calibrated prediction's compute rests on an assumption. Empty for the plain defaults."""
+        if not self.compute_efficiency:
+            return {}
+        return {
+            key: self.efficiency(*key.split("/", 1))
+            for key in sorted(set(keys))
+            if key not in self.compute_efficiency
+        }
 
     def with_values(self, **values: Any) -> CostModel:
         return replace(self, **values)

@@ -11,7 +11,7 @@ import yaml
 
 from calibration import published_fit as pf
 from calibration.published import PUBLISHED_DIR, load_published
-from simscale.costs import CostModel, real_hardware_costs
+from simscale.costs import DEFAULT_COMPUTE_EFFICIENCY, CostModel, real_hardware_costs
 from simscale.simulator import simulate
 
 
@@ -185,3 +185,39 @@ def test_figures_of_held_out_predictions_are_written(tmp_path: Path) -> None:
         published_plots.scaling(judged, tmp_path / "c.png"),
     ):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fitted_model_names_the_gpus_whose_compute_it_only_assumes() -> None:
+    fitted = CostModel(compute_efficiency={"V100/fp32": 0.4})
+    assert fitted.unfitted_efficiencies(["V100/fp32", "H100/fp16", "H100/fp16"]) == {
+        "H100/fp16": DEFAULT_COMPUTE_EFFICIENCY["H100/fp16"]
+    }
+    assert CostModel().unfitted_efficiencies(["H100/fp16"]) == {}  # the defaults fit nothing
+
+
+def test_predict_says_when_its_compute_is_assumed_not_fitted(tmp_path: Path, capsys) -> None:
+    """The shipped profile has no H100 point: an H100 prediction says its compute is a guess,
+    in words and in the JSON; a V100 fp32 one (fitted) says nothing."""
+    import json
+
+    from simscale.cli import main
+
+    h100 = tmp_path / "h100.yaml"
+    h100.write_text(
+        yaml.safe_dump(
+            {
+                "model": "resnet50",
+                "cluster": {"hosts": [{"count": 1, "instance": "p5.48xlarge", "gpus_per_host": 1}]},
+                "training": {"batch_per_gpu": 256, "precision": "amp"},
+                "kvstore": {"mode": "local"},
+            }
+        )
+    )
+    assert main(["predict", str(h100), "--json"]) == 0
+    assumed = json.loads(capsys.readouterr().out)["compute_efficiency_assumed"]
+    assert assumed == {"H100/fp16": DEFAULT_COMPUTE_EFFICIENCY["H100/fp16"]}
+    assert main(["predict", str(h100)]) == 0
+    assert "H100/fp16: no fitted compute efficiency" in capsys.readouterr().out
+    v100 = Path(__file__).resolve().parent.parent / "scenarios" / "mxnet" / "1s-2w-sync.yaml"
+    assert main(["predict", str(v100), "--json"]) == 0
+    assert "compute_efficiency_assumed" not in json.loads(capsys.readouterr().out)
