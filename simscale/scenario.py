@@ -114,8 +114,9 @@ class HostGroup:
     workers_per_host: int = field(default=1, metadata=count_in(1, MAX_GPUS_PER_HOST))
     # How the NIC carries collectives: "tcp" sockets, whose single connection has a throughput
     # ceiling of its own (costs.connection_gbps), or "rdma" (InfiniBand, RoCE with NCCL's IB
-    # transport), where the NIC moves the bytes and a connection runs at the link's rate.
-    transport: Literal["tcp", "rdma"] = "tcp"
+    # transport, AWS's EFA), where the NIC moves the bytes and a connection runs at the link's
+    # rate. Unset: the instance preset's (rdma on EFA instances), else tcp.
+    transport: Literal["tcp", "rdma"] | None = None
 
     def validate(self) -> None:
         self._validate_hardware()
@@ -154,6 +155,13 @@ class HostGroup:
             str(gpu),
             *_network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores),
         )
+
+    def resolved_transport(self) -> str:
+        """ "tcp" or "rdma": the group's own, else its instance preset's, else tcp."""
+        if self.transport is not None:
+            return self.transport
+        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        return p.transport if p is not None else "tcp"
 
 
 @dataclass(frozen=True)

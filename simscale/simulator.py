@@ -325,7 +325,7 @@ class Simulation:
     def _rdma_ring(self) -> bool:
         """Whether every worker host carries the ring over RDMA: then no TCP connection's
         throughput ceiling applies, only the NIC's share."""
-        return all(g.transport == "rdma" for g in self.scenario.cluster.hosts)
+        return all(g.resolved_transport() == "rdma" for g in self.scenario.cluster.hosts)
 
     def _jitter(self, rng: np.random.Generator, gpus: int, n_iter: int) -> np.ndarray:
         sigma = self.scenario.simulation.compute_jitter

@@ -15,7 +15,7 @@ from test_simulator import NETWORK_ONLY
 from simscale.compute import layer_times, winograd_layers, winograd_speedup
 from simscale.config import ConfigError
 from simscale.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_costs
-from simscale.hardware import GPUS
+from simscale.hardware import GPUS, INSTANCES
 from simscale.scenario import scenario_from_dict
 from simscale.simulator import simulate
 from simscale.zoo import Layer, ModelSpec, ParamArray
@@ -122,6 +122,33 @@ def test_an_rdma_ring_has_no_tcp_connection_ceiling() -> None:
     data["cluster"]["hosts"] = [{**host, "count": 1}, {**host, "count": 1, "transport": "tcp"}]
     assert simulate(scenario_from_dict(data), capped).iteration_time_s == pytest.approx(
         0.080, rel=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance", "transport"),
+    [("p3.16xlarge", "tcp"), ("p3dn.24xlarge", "rdma"), ("p4d.24xlarge", "rdma")],
+)
+def test_efa_instances_carry_the_ring_over_rdma_unless_told_otherwise(
+    instance: str, transport: str
+) -> None:
+    """NCCL on an instance with an Elastic Fabric Adapter goes through AWS's libfabric plugin,
+    not TCP sockets, so its presets default to rdma; a scenario's own transport wins. The
+    2-host, one-GPU ring of 1e8 bytes above, at the preset's NIC (25, 100, 400 Gbit/s) and a
+    10 Gbit/s connection ceiling: 1e8 / 1.25e9 = 80 ms over TCP, 1e8 / (NIC / 8) over RDMA."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["cluster"]["hosts"] = [
+        {"count": 2, "instance": instance, "gpus_per_host": 1, "latency_us": 0}
+    ]
+    capped = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0, connection_gbps=10.0)
+    nic_Bps = INSTANCES[instance].nic_gbps * 1e9 / 8
+    expected = {"tcp": 1e8 / 1.25e9, "rdma": 1e8 / nic_Bps}
+    s = scenario_from_dict(data)
+    assert s.cluster.hosts[0].resolved_transport() == transport
+    assert simulate(s, capped).iteration_time_s == pytest.approx(expected[transport], rel=1e-6)
+    data["cluster"]["hosts"][0]["transport"] = "tcp"
+    assert simulate(scenario_from_dict(data), capped).iteration_time_s == pytest.approx(
+        expected["tcp"], rel=1e-6
     )
 
 
