@@ -98,8 +98,9 @@ class CostModel:
     # BACKWARD_TO_FORWARD times. It is why a GPU is slow at small batches. simscale.compute.
     layer_overhead_us: float = field(default=0.0, metadata=between(0.0, MAX_US, "us"))
     # Throughput of one TCP connection in Gbit/s (0: no limit of its own, only its NIC share).
-    # A ring all-reduce sends each step over one connection to its neighbour, so on fast
-    # NICs the connection, not the NIC, sets its pace. simscale.allreduce.
+    # A ring all-reduce sends each step over one connection to its neighbour, and a worker and
+    # a server talk over one, so on fast NICs the connection, not the NIC, sets their pace.
+    # simscale.allreduce, simscale.simulator (_ps_connection_Bps).
     connection_gbps: float = field(default=0.0, metadata=between(0.0, 100_000.0, "Gbit/s"))
     # Horovod's per-tensor cost on the coordinator each cycle (readiness negotiation, copying
     # the tensor into and out of the fusion buffer), in microseconds. simscale.allreduce.

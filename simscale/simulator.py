@@ -169,6 +169,7 @@ class Simulation:
             self.topology,
             bandwidth_factor=costs.bandwidth_factor,
             latency_factor=costs.latency_factor,
+            stream_max_Bps=self._ps_connection_Bps(),
             share_sigma=costs.tcp_share_sigma,
             seed=s.simulation.seed,
             routes=self.reduction,
@@ -321,6 +322,18 @@ class Simulation:
             return 0.0
         rough_s = compute_s + 2 * sum(self.key_bytes) / host.nic_Bps
         return rough_s * rank / len(self.layout.worker_hosts)
+
+    def _ps_connection_Bps(self) -> float | None:
+        """The ceiling of one parameter-server connection, bytes/s (None: none). Each worker and
+        server pair talks over one TCP connection (ps-lite's ZMQ van, TensorFlow's gRPC
+        channel), which cannot go faster than ``costs.connection_gbps``: BytePS's best practice
+        runs two server instances per machine on 25 Gbit/s, three on 40/50, because "a single
+        TCP connection usually cannot run up to 25Gbps". An all-reduce ring applies the same
+        ceiling per ring connection itself (simscale.allreduce), and none over RDMA."""
+        gbps = self.costs.connection_gbps
+        if self.scenario.kvstore.mode not in DIST_MODES or gbps <= 0:
+            return None
+        return gbps * 1e9 / 8
 
     def _rdma_ring(self) -> bool:
         """Whether every worker host carries the ring over RDMA: then no TCP connection's

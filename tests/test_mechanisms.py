@@ -152,6 +152,31 @@ def test_efa_instances_carry_the_ring_over_rdma_unless_told_otherwise(
     )
 
 
+@pytest.mark.parametrize(("connection_gbps", "iteration_s"), [(0.0, 0.016), (10.0, 0.160)])
+def test_one_connection_caps_each_worker_server_pair(
+    connection_gbps: float, iteration_s: float
+) -> None:
+    """A worker and a dedicated server, 100 Gbit/s NICs, one 1e8-byte array, no compute and no
+    server CPU: the push then the pull each move 1e8 bytes over the pair's one TCP connection,
+    1e8 / 12.5e9 = 8 ms at the NIC's rate, 1e8 / 1.25e9 = 80 ms through a 10 Gbit/s connection
+    (BytePS: one connection does not fill 25 Gbit/s; it runs more server instances)."""
+    data = {
+        "cluster": {
+            "hosts": [{"count": 1, "gpus_per_host": 1, "gpu": "cpu", "nic_gbps": 100}],
+            "server_hosts": {"count": 1, "nic_gbps": 100},
+        },
+        "model": {"arrays": [{"name": "w", "elements": 25_000_000}]},
+        "training": {"batch_per_gpu": 1},
+        "kvstore": {"mode": "dist_sync", "servers": 1, "placement": "dedicated"},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+    }
+    for group in (data["cluster"]["hosts"][0], data["cluster"]["server_hosts"]):
+        group["latency_us"] = 0
+    costs = NETWORK_ONLY.with_values(connection_gbps=connection_gbps)
+    r = simulate(scenario_from_dict(data), costs)
+    assert r.iteration_time_s == pytest.approx(iteration_s, rel=1e-3)
+
+
 def test_tensor_overhead_is_paid_per_fused_tensor() -> None:
     """Ten 1000-element arrays fused into one buffer: the coordinator spends 10 x 200 us = 2 ms
     on them before the one all-reduce (40 kB over 12.5 GB/s = 3.2 us)."""
