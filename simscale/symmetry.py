@@ -93,8 +93,9 @@ def reason_for_exact(
     load = nic_load(scenario, layout, costs)
     if load > MAX_COMMUNICATION_LOAD:
         return (
-            f"communication-bound: the busiest NIC needs {load:.2f}x the compute time per "
-            f"iteration (the symmetric path is held to <= {MAX_COMMUNICATION_LOAD})"
+            f"communication-bound: the busiest NIC (or its connections) needs {load:.2f}x the "
+            f"compute time per iteration (the symmetric path is held to <= "
+            f"{MAX_COMMUNICATION_LOAD})"
         )
     burst = merge_burst(scenario, layout, costs)
     if burst > MAX_MERGE_BURST:
@@ -174,10 +175,22 @@ def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     for wh in layout.worker_hosts:  # every worker pushes and pulls every server's share
         out[wh] += total * compress
         into[wh] += total
-    busiest_s = max(
-        max(out[h], into[h]) / (layout.hosts[h].nic_Bps * costs.bandwidth_factor) for h in out
-    )
+    busiest_s = max(max(out[h], into[h]) / _host_Bps(layout, costs, h) for h in out)
     return busiest_s / compute_s if compute_s > 0 else float("inf")
+
+
+def _host_Bps(layout: Layout, costs: CostModel, host: int) -> float:
+    """What one direction of ``host``'s NIC can carry: its usable rate, or less where its
+    parameter-server connections (one per remote worker-server pair, each capped at
+    ``costs.connection_gbps``) cannot fill it."""
+    nic_Bps = layout.hosts[host].nic_Bps * costs.bandwidth_factor
+    if costs.connection_gbps <= 0:
+        return nic_Bps
+    w = layout.num_workers
+    connections = sum(
+        w - 1 if host in layout.worker_hosts else w for h in layout.server_hosts if h == host
+    ) + sum(1 for wh in layout.worker_hosts if wh == host for h in layout.server_hosts if h != host)
+    return min(nic_Bps, max(connections, 1) * costs.connection_gbps * 1e9 / 8)
 
 
 # What the reduction is known to miss beyond those bounds, for the Result's path_reason: the shapes

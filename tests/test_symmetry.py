@@ -194,6 +194,32 @@ def test_long_merge_burst_runs_exact() -> None:
     assert not auto.approximate
 
 
+def test_connection_bound_parameter_server_runs_exact() -> None:
+    """Four ResNet-50 workers and two dedicated servers on 100 Gbit/s NICs: the NICs carry the
+    model with room to spare, but each server's four connections at 5 Gbit/s cannot (a
+    server's 51 MB share out to four workers at 2.5 GB/s is about compute's length). The load
+    counts what the connections carry, so "auto" runs the exact model, and says why."""
+    data = {
+        "cluster": {
+            "hosts": [{"count": 4, "gpus_per_host": 1, "gpu": "V100", "nic_gbps": 100}],
+            "server_hosts": {"count": 2, "nic_gbps": 100},
+        },
+        "model": "resnet50",
+        "training": {"batch_per_gpu": 32},
+        "kvstore": {"mode": "dist_sync", "servers": 2, "placement": "dedicated"},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 4},
+    }
+    scenario = scenario_from_dict(data)
+    layout = cluster.layout(scenario)
+    free = CostModel()
+    assert symmetry.nic_load(scenario, layout, free) <= 0.5
+    assert Simulation(scenario, free).path == "symmetric"
+    capped = free.with_values(connection_gbps=5.0)
+    assert symmetry.nic_load(scenario, layout, capped) > 0.5
+    auto = Simulation(scenario, capped)
+    assert auto.path == "exact" and "connections" in auto.path_reason
+
+
 def test_beyond_the_merge_bound_the_reduction_stays_within_its_stated_error() -> None:
     """16 hosts of ResNet-18 with the shipped profile: one round of a 2.4 MB slice keeps its
     server busy 5% of the compute time, past the 4% bound, so "auto" runs exact; forced, the
