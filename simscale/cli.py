@@ -276,9 +276,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             draws=args.draws,
             force_profile=args.force_profile,
         )
-    assumed = costs.unfitted_efficiencies(
-        f"{g.resolved()[1]}/{scenario.training.compute_precision}" for g in scenario.cluster.hosts
-    )
+    from simscale.whatif.rows import assumed_compute
+
+    assumed = assumed_compute(scenario, costs)
     extra = {
         "cost": cost,
         **({"interval": iv.to_dict()} if iv is not None else {}),

@@ -103,6 +103,33 @@ def test_advise_deadline_and_budget(small: Path) -> None:
     assert len(advice.feasible) == sum(1 for v in hours.values() if v <= deadline)
 
 
+def test_advice_says_which_gpus_compute_is_only_assumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real-hardware profile fits V100 fp32 but has no H100 point: a sweep row on H100 names
+    it in ``compute_assumed``, and advice that recommends it says its compute is a guess."""
+    base = {
+        "model": "resnet18",
+        "cluster": {"hosts": [{"count": 1, "gpus_per_host": 1, "gpu": "V100", "nic_gbps": 25}]},
+        "training": {"batch_per_gpu": 32, "precision": "fp32"},
+        "kvstore": {"mode": "local"},
+    }
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(base), encoding="utf-8")
+    advice = simscale.advise(
+        path,
+        vary={"cluster.hosts[0].gpu": ["V100", "H100"]},
+        target_throughput=1.0,
+        executor="serial",
+    )
+    assumed = {r["cluster.hosts[0].gpu"]: r["compute_assumed"] for r in advice.feasible}
+    assert assumed == {"V100": "", "H100": "H100/fp32"}
+    assert advice.compute_assumed == ["H100/fp32"]
+    args = ["advise", str(path), "--vary", "cluster.hosts[0].gpu=V100,H100", "--no-progress"]
+    assert main([*args, "--executor", "serial", "--target-throughput", "1"]) == 0
+    assert "compute assumed, not fitted, for H100/fp32" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -58,6 +58,12 @@ class Advice:
     invalid: int = 0
     unpriced: int = 0
 
+    @property
+    def compute_assumed(self) -> list[str]:
+        """GPU/precision pairs of the advised shapes whose compute is assumed, not fitted."""
+        shown = [r for r, _ in self.cheapest + self.fastest]
+        return sorted({k for r in shown for k in (r.get("compute_assumed") or "").split()})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target.__dict__,
@@ -68,6 +74,7 @@ class Advice:
             "missed_target": self.missed,
             "invalid": self.invalid,
             "unpriced": self.unpriced,
+            "compute_assumed": self.compute_assumed,
         }
 
 
@@ -213,4 +220,9 @@ def format_advice(a: Advice) -> str:
     out += ["", "fastest:", *(line(r, w) for r, w in a.fastest)]
     if a.unpriced:
         out.append(f"\n{a.unpriced} shapes that meet the target have no price (set usd_per_hour)")
+    if a.compute_assumed:
+        out.append(
+            f"\ncompute assumed, not fitted, for {', '.join(a.compute_assumed)} (no published "
+            "point for it; simscale/costs.py): the shapes on it rest on a guess"
+        )
     return "\n".join(out)

@@ -61,8 +61,9 @@ def _predict(job: tuple[str, Scenario, Profile | None, bool]) -> Entry:
     from simscale.simulator import simulate
 
     label, s, profile, force = job
-    r = simulate(s, costs_for(s, profile, force))
-    return Entry(label, s, r, result_row(s, r))
+    costs = costs_for(s, profile, force)
+    r = simulate(s, costs)
+    return Entry(label, s, r, result_row(s, r, costs))
 
 
 def compare(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simscale.costs import CostModel
 from simscale.results import Result
 from simscale.scenario import Scenario
 from simscale.whatif.pricing import cost_fields
@@ -32,6 +33,7 @@ METRIC_COLUMNS = (
     "busiest_busy_fraction",
     "stable",
     "approximate",
+    "compute_assumed",
     "usd_per_hour",
     "samples_per_usd",
     "train_hours",
@@ -39,8 +41,12 @@ METRIC_COLUMNS = (
 )
 
 
-def result_row(scenario: Scenario, result: Result) -> dict[str, Any]:
-    """The metric columns of one successful prediction."""
+def result_row(
+    scenario: Scenario, result: Result, costs: CostModel | None = None
+) -> dict[str, Any]:
+    """The metric columns of one successful prediction; with the ``costs`` it ran with,
+    ``compute_assumed`` names the GPU/precision pairs whose compute a fitted profile only
+    assumes (no published point fits it), "" where none."""
     top = result.top_utilization(1)
     row: dict[str, Any] = {
         "status": "ok",
@@ -61,9 +67,21 @@ def result_row(scenario: Scenario, result: Result) -> dict[str, Any]:
         "busiest_busy_fraction": top[0].busy_fraction if top else None,
         "stable": result.stable,
         "approximate": result.approximate,
+        "compute_assumed": " ".join(sorted(assumed_compute(scenario, costs)))
+        if costs is not None
+        else "",
     }
     row.update(cost_fields(scenario, result.throughput_samples_per_s))
     return row
+
+
+def assumed_compute(scenario: Scenario, costs: CostModel) -> dict[str, float]:
+    """GPU/precision -> the assumed efficiency, for the scenario's workers whose compute the
+    ``costs`` (a fitted profile) hold no value for (simscale.costs.CostModel)."""
+    precision = scenario.training.compute_precision
+    return costs.unfitted_efficiencies(
+        f"{g.resolved()[1]}/{precision}" for g in scenario.cluster.hosts
+    )
 
 
 def failed_row(status: str, message: str) -> dict[str, Any]:

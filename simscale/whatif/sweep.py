@@ -81,12 +81,13 @@ def evaluate(task: Task) -> dict[str, Any]:
         # The file name is the same on every row; the field and the problem are the news.
         return {**head, **failed_row("invalid", ConfigError(e.path, e.problem).message)}
     try:
-        result = simulate(s, costs_for(s, task.profile, task.force_profile))
+        costs = costs_for(s, task.profile, task.force_profile)
+        result = simulate(s, costs)
     except ConfigError as e:
         return {**head, **failed_row("invalid", e.message)}
     except (ValueError, ArithmeticError, RuntimeError) as e:
         return {**head, **failed_row("error", f"{type(e).__name__}: {e}")}
-    return {**head, **result_row(s, result)}
+    return {**head, **result_row(s, result, costs)}
 
 
 @dataclass
