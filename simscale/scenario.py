@@ -115,7 +115,8 @@ class HostGroup:
     # How the NIC carries collectives: "tcp" sockets, whose single connection has a throughput
     # ceiling of its own (costs.connection_gbps), or "rdma" (InfiniBand, RoCE with NCCL's IB
     # transport, AWS's EFA), where the NIC moves the bytes and a connection runs at the link's
-    # rate. Unset: the instance preset's (rdma on EFA instances), else tcp.
+    # rate. Unset: the instance preset's (rdma on EFA instances), else tcp. All-reduce only: a
+    # parameter server's connections are TCP either way (ps-lite's ZMQ van, gRPC).
     transport: Literal["tcp", "rdma"] | None = None
 
     def validate(self) -> None:
