@@ -56,6 +56,7 @@ MAX_ITERATIONS = 1_000_000
 MAX_SEED = 2**63 - 1  # numpy's Generator takes any non-negative integer; this bounds its size
 MAX_MB = 1e6  # buffers and windows, in MB (1 TB)
 MAX_MS = 1e6  # cycles, in ms (1000 s)
+MAX_NCCL_SOCKETS = 64  # NCCL's MAX_SOCKETS (src/transport/net_socket.cc)
 
 
 def _known(name: str, choices: Sequence[str], what: str) -> None:
@@ -156,6 +157,12 @@ class HostGroup:
             str(gpu),
             *_network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores),
         )
+
+    def resolved_nccl_sockets(self) -> int:
+        """The TCP sockets NCCL opens per ring neighbour by default on these hosts: the
+        instance preset's (16 on AWS), else 1."""
+        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        return p.nccl_sockets if p is not None else 1
 
     def resolved_transport(self) -> str:
         """ "tcp" or "rdma": the group's own, else its instance preset's, else tcp."""
@@ -306,6 +313,10 @@ class AllreduceConfig:
     # Horovod's default buffer and cycle
     fusion_mb: float = field(default=64.0, metadata=above(0.0, MAX_MB, "MB"))
     cycle_ms: float = field(default=5.0, metadata=between(0.0, MAX_MS, "ms"))
+    # TCP sockets NCCL opens to each ring neighbour (NCCL_SOCKET_NTHREADS x
+    # NCCL_NSOCKS_PERTHREAD), each at most costs.connection_gbps. Unset: NCCL's own choice,
+    # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. Over rdma, no ceiling.
+    sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
 
 
 @dataclass(frozen=True)

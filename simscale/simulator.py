@@ -237,7 +237,9 @@ class Simulation:
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
-                connection_Bps=0.0 if self._rdma_ring() else costs.connection_gbps * 1e9 / 8,
+                connection_Bps=0.0
+                if self._rdma_ring()
+                else self._ring_sockets() * costs.connection_gbps * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
                 intra_step_s=intra_host_step_s(GPUS[str(first.gpu)]),
             )
@@ -334,6 +336,14 @@ class Simulation:
         if self.scenario.kvstore.mode not in DIST_MODES or gbps <= 0:
             return None
         return gbps * 1e9 / 8
+
+    def _ring_sockets(self) -> int:
+        """TCP sockets per ring neighbour: the scenario's, else NCCL's default for the slowest
+        host group (16 on AWS's ENA since NCCL 2.4.8, else 1; simscale.hardware)."""
+        sockets = self.scenario.kvstore.allreduce.sockets
+        if sockets is not None:
+            return sockets
+        return min(g.resolved_nccl_sockets() for g in self.scenario.cluster.hosts)
 
     def _rdma_ring(self) -> bool:
         """Whether every worker host carries the ring over RDMA: then no TCP connection's

@@ -134,12 +134,14 @@ def test_efa_instances_carry_the_ring_over_rdma_unless_told_otherwise(
 ) -> None:
     """NCCL on an instance with an Elastic Fabric Adapter goes through AWS's libfabric plugin,
     not TCP sockets, so its presets default to rdma; a scenario's own transport wins. The
-    2-host, one-GPU ring of 1e8 bytes above, at the preset's NIC (25, 100, 400 Gbit/s) and a
-    10 Gbit/s connection ceiling: 1e8 / 1.25e9 = 80 ms over TCP, 1e8 / (NIC / 8) over RDMA."""
+    2-host, one-GPU ring of 1e8 bytes above, at the preset's NIC (25, 100, 400 Gbit/s), one
+    socket per neighbour and a 10 Gbit/s connection ceiling: 1e8 / 1.25e9 = 80 ms over TCP,
+    1e8 / (NIC / 8) over RDMA."""
     data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
     data["cluster"]["hosts"] = [
         {"count": 2, "instance": instance, "gpus_per_host": 1, "latency_us": 0}
     ]
+    data["kvstore"]["allreduce"]["sockets"] = 1
     capped = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0, connection_gbps=10.0)
     nic_Bps = INSTANCES[instance].nic_gbps * 1e9 / 8
     expected = {"tcp": 1e8 / 1.25e9, "rdma": 1e8 / nic_Bps}
@@ -150,6 +152,36 @@ def test_efa_instances_carry_the_ring_over_rdma_unless_told_otherwise(
     assert simulate(scenario_from_dict(data), capped).iteration_time_s == pytest.approx(
         expected["tcp"], rel=1e-6
     )
+
+
+CUSTOM_HOST = {"gpus_per_host": 1, "gpu": "V100", "nic_gbps": 100}
+P3_HOST = {"instance": "p3.16xlarge", "gpus_per_host": 1}
+
+
+@pytest.mark.parametrize(
+    ("host", "sockets", "iteration_s"),
+    [
+        (CUSTOM_HOST, None, 0.080),  # not an instance preset: NCCL's one socket
+        (CUSTOM_HOST, 4, 0.020),  # 4 x 10 Gbit/s
+        (CUSTOM_HOST, 16, 0.008),  # 160 Gbit/s of sockets: the 100 Gbit/s NIC binds
+        (P3_HOST, None, 0.032),  # AWS: 16 sockets, the 25 Gbit/s NIC binds
+        (P3_HOST, 1, 0.080),
+    ],
+)
+def test_nccl_spreads_a_ring_hop_over_its_sockets(
+    host: dict, sockets: int | None, iteration_s: float
+) -> None:
+    """NCCL's socket transport opens NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets to each
+    ring neighbour; since 2.4.8 it picks 2 x 8 on AWS's ENA NIC, 1 elsewhere. The 2-host ring of
+    1e8 bytes at a 10 Gbit/s connection ceiling: 1e8 / (sockets x 1.25e9), or the NIC's
+    1e8 / (NIC / 8) when the sockets together are faster."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["cluster"]["hosts"] = [{"count": 2, "latency_us": 0, **host}]
+    if sockets is not None:
+        data["kvstore"]["allreduce"]["sockets"] = sockets
+    capped = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0, connection_gbps=10.0)
+    r = simulate(scenario_from_dict(data), capped)
+    assert r.iteration_time_s == pytest.approx(iteration_s, rel=1e-6)
 
 
 @pytest.mark.parametrize(("connection_gbps", "iteration_s"), [(0.0, 0.016), (10.0, 0.160)])
