@@ -316,6 +316,7 @@ class AllreduceConfig:
     # TCP sockets NCCL opens to each ring neighbour (NCCL_SOCKET_NTHREADS x
     # NCCL_NSOCKS_PERTHREAD), each at most costs.connection_gbps. Unset: NCCL's own choice,
     # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. Over rdma, no ceiling.
+    # The flat ring's only: hierarchical crosses hosts with MPI, a connection per local rank.
     sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
 
 

@@ -239,7 +239,7 @@ class Simulation:
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
                 connection_Bps=0.0
                 if self._rdma_ring()
-                else self._ring_sockets() * costs.connection_gbps * 1e9 / 8,
+                else self._ring_connections(first.gpus) * costs.connection_gbps * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
                 intra_step_s=intra_host_step_s(GPUS[str(first.gpu)]),
             )
@@ -337,9 +337,16 @@ class Simulation:
             return None
         return gbps * 1e9 / 8
 
-    def _ring_sockets(self) -> int:
-        """TCP sockets per ring neighbour: the scenario's, else NCCL's default for the slowest
-        host group (16 on AWS's ENA since NCCL 2.4.8, else 1; simscale.hardware)."""
+    def _ring_connections(self, gpus_per_host: int) -> int:
+        """TCP connections a host's share of the ring between hosts leaves over. A flat ring is
+        NCCL's: the scenario's ``sockets``, else NCCL's default for the slowest host group (16 on
+        AWS's ENA since NCCL 2.4.8, else 1; simscale.hardware). Horovod's hierarchical
+        all-reduce crosses hosts with MPI_Allreduce instead, one per local rank in parallel
+        (horovod/common/ops/nccl_operations.cc, NCCLHierarchicalAllreduce: NCCL reduce-scatter,
+        MPI_Allreduce on the CROSS communicator, NCCL all-gather), and Open MPI's TCP transport
+        keeps one connection per peer (btl_tcp_links 1): one per GPU of the host."""
+        if self.scenario.kvstore.allreduce.algorithm == "hierarchical":
+            return gpus_per_host
         sockets = self.scenario.kvstore.allreduce.sockets
         if sockets is not None:
             return sockets

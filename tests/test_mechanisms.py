@@ -184,6 +184,28 @@ def test_nccl_spreads_a_ring_hop_over_its_sockets(
     assert r.iteration_time_s == pytest.approx(iteration_s, rel=1e-6)
 
 
+@pytest.mark.parametrize("sockets", [None, 16])
+def test_hierarchical_all_reduce_crosses_hosts_over_one_connection_per_local_rank(
+    sockets: int | None,
+) -> None:
+    """Horovod's hierarchical all-reduce reduce-scatters inside a host with NCCL, then each local
+    rank runs MPI_Allreduce with its peers on the other hosts, over Open MPI's one TCP
+    connection per peer, then all-gathers. Two hosts of 4 V100s, one 1e8-byte array, a
+    100 Gbit/s NIC, 10 Gbit/s connections: the hosts exchange 1e8 bytes each way over 4
+    connections, 1e8 / 5e9 = 20 ms (the NIC alone: 8 ms), plus the reduce-scatter and
+    all-gather inside the host, 2 x 3/4 x 1e8 bytes over NVLink. NCCL's socket count does not
+    apply: MPI carries this part."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["cluster"]["hosts"] = [{**CUSTOM_HOST, "count": 2, "gpus_per_host": 4, "latency_us": 0}]
+    data["kvstore"]["allreduce"]["algorithm"] = "hierarchical"
+    if sockets is not None:
+        data["kvstore"]["allreduce"]["sockets"] = sockets
+    capped = CostModel(bandwidth_factor=1.0, message_overhead_us=0.0, connection_gbps=10.0)
+    intra_s = 2 * 3 / 4 * 1e8 / (GPUS["V100"].peer_link_gbytes_per_s * 1e9)
+    r = simulate(scenario_from_dict(data), capped)
+    assert r.iteration_time_s == pytest.approx(intra_s + 0.020, rel=1e-6)
+
+
 @pytest.mark.parametrize(("connection_gbps", "iteration_s"), [(0.0, 0.016), (10.0, 0.160)])
 def test_one_connection_caps_each_worker_server_pair(
     connection_gbps: float, iteration_s: float
