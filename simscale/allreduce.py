@@ -5,7 +5,9 @@ all-reduce once every worker has produced it; each cycle (``cycle_ms``) the tens
 are fused into buffers of at most ``fusion_mb`` and reduced one collective at a time. A ring over
 N participants moves ``2(N-1)/N`` of the buffer through every link in ``2(N-1)`` steps. The
 hierarchical variant (HOROVOD_HIERARCHICAL_ALLREDUCE) reduce-scatters inside a host over NVLink,
-runs the ring between hosts, and all-gathers inside the host again.
+runs the ring between hosts, and all-gathers inside the host again. Horovod runs that middle
+step as one MPI_Allreduce per local rank, in host memory (the simulator's caller gives it their
+connections; the copies to and from host memory are not modelled).
 """
 
 from __future__ import annotations
