@@ -7,7 +7,7 @@ lets a profile fitted on one machine leave other presets alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 TFLOPS = 1e12
 GBPS_BYTES = 1e9  # 1 GB/s in bytes/s
@@ -83,6 +83,13 @@ GPUS: dict[str, GPUSpec] = {
 }
 
 
+# Since NCCL 2.4.8 (June 2019) the socket transport reads the NIC's PCI vendor and, on AWS's
+# ENA (0x1d0f), runs 2 threads of 8 sockets to each peer instead of one socket (NVIDIA/nccl
+# src/transport/net_socket.cc, ncclNetSocketGetNsockNthread; 4 x 1 on GCP's gVNIC). Every
+# instance preset is an AWS instance with an ENA NIC.
+AWS_NCCL_SOCKETS = 16
+
+
 @dataclass(frozen=True)
 class InstanceSpec:
     """A cloud instance type: its accelerators, NIC and CPUs."""
@@ -102,8 +109,8 @@ class InstanceSpec:
     # OS-bypass messages, so no TCP connection's ceiling applies; "tcp" (sockets) elsewhere.
     transport: str = "tcp"
     # TCP sockets NCCL's socket transport opens to each ring neighbour by default
-    # (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD): AWS_NCCL_SOCKETS on AWS's instances.
-    nccl_sockets: int = 1
+    # (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD). Every preset here is an AWS instance.
+    nccl_sockets: int = AWS_NCCL_SOCKETS
 
 
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
@@ -138,12 +145,6 @@ _PRICE_C5_18 = (
 )
 _PRICE_P5 = "wring.co/blog/aws-ec2-pricing-guide (2026-03-08)"
 _NO_PRICE = "no public price found here; set usd_per_hour in the scenario"
-
-# Since NCCL 2.4.8 (June 2019) the socket transport reads the NIC's PCI vendor and, on AWS's
-# ENA (0x1d0f), runs 2 threads of 8 sockets to each peer instead of one socket (NVIDIA/nccl
-# src/transport/net_socket.cc, ncclNetSocketGetNsockNthread; 4 x 1 on GCP's gVNIC). Every
-# preset below is an AWS instance with an ENA NIC.
-AWS_NCCL_SOCKETS = 16
 
 INSTANCES: dict[str, InstanceSpec] = {
     i.name: i
@@ -200,7 +201,6 @@ INSTANCES: dict[str, InstanceSpec] = {
         InstanceSpec("c5n.18xlarge", 0, None, 100.0, 72, _AWS_C5N, None, _NO_PRICE),
     )
 }
-INSTANCES = {name: replace(i, nccl_sockets=AWS_NCCL_SOCKETS) for name, i in INSTANCES.items()}
 
 # One-way NIC latency when a scenario gives none. Assumption, not a measurement: EC2 hosts in a
 # cluster placement group see round trips of the order of 50-100 us; 25 us per NIC gives a

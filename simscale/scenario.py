@@ -147,9 +147,12 @@ class HostGroup:
         if self.gpu is not None:
             _known_at("gpu", self.gpu, list(hardware.GPUS), "gpu")
 
+    def _preset(self) -> hardware.InstanceSpec | None:
+        return hardware.INSTANCES.get(self.instance) if self.instance else None
+
     def resolved(self) -> tuple[int, str, float, float, int]:
         """(gpus, gpu name, nic Gbit/s, one-way latency us, cpu cores) after applying presets."""
-        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        p = self._preset()
         gpus = self.gpus_per_host if self.gpus_per_host is not None else p.gpus  # type: ignore[union-attr]
         gpu = self.gpu if self.gpu is not None else p.gpu  # type: ignore[union-attr]
         return (
@@ -161,14 +164,14 @@ class HostGroup:
     def resolved_nccl_sockets(self) -> int:
         """The TCP sockets NCCL opens per ring neighbour by default on these hosts: the
         instance preset's (16 on AWS), else 1."""
-        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        p = self._preset()
         return p.nccl_sockets if p is not None else 1
 
     def resolved_transport(self) -> str:
         """ "tcp" or "rdma": the group's own, else its instance preset's, else tcp."""
         if self.transport is not None:
             return self.transport
-        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        p = self._preset()
         return p.transport if p is not None else "tcp"
 
 

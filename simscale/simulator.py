@@ -252,7 +252,7 @@ class Simulation:
         self.boundary_events = [env.event() for _ in range(n_iter)]
         self._started = [0] * n_iter
         full = self.full_layout
-        job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
+        job_gpus = self.job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
         self.loaders: list[InputPipeline] = []
         self.straggler_factor, self.straggler_gpus = 1.0, 1
         for rank, host_index in enumerate(lay.worker_hosts):
@@ -380,8 +380,7 @@ class Simulation:
             return allreduce
 
         if self.servers is None:  # local / device: one host (simscale.local_kvstore)
-            job_gpus = sum(self.full_layout.gpus_of(r) for r in range(self.full_layout.num_workers))
-            if not has_kvstore(mode, job_gpus):
+            if not has_kvstore(mode, self.job_gpus):
 
                 def on_the_gpu(it: int, key: int, done: Callable[[float], None]) -> None:
                     done(0.0)  # no kvstore: the GPU updates its own weights, nothing is copied

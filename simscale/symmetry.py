@@ -164,10 +164,16 @@ def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     worker_set = set(layout.worker_hosts)
     out = dict.fromkeys(range(len(layout.hosts)), 0.0)  # bytes leaving each host
     into = dict.fromkeys(range(len(layout.hosts)), 0.0)
+    # TCP connections each host's PS traffic crosses its NIC over (one per remote worker-server
+    # pair, each capped at costs.connection_gbps): fewer than fill the NIC bound the load too.
+    connections = dict.fromkeys(range(len(layout.hosts)), 0)
+    server_count: dict[int, int] = {}
     for sv, h in enumerate(layout.server_hosts):
         remote = w - 1 if h in worker_set else w
         out[h] += remote * held[sv]
         into[h] += remote * held[sv] * compress
+        connections[h] += remote
+        server_count[h] = server_count.get(h, 0) + 1
         if h in worker_set:  # its own worker reaches this server by a local copy
             out[h] -= held[sv] * compress
             into[h] -= held[sv]
@@ -175,22 +181,15 @@ def nic_load(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     for wh in layout.worker_hosts:  # every worker pushes and pulls every server's share
         out[wh] += total * compress
         into[wh] += total
-    busiest_s = max(max(out[h], into[h]) / _host_Bps(layout, costs, h) for h in out)
+        connections[wh] += n_servers - server_count.get(wh, 0)
+    conn_Bps = costs.connection_gbps * 1e9 / 8
+    busiest_s = 0.0
+    for h in out:
+        rate = layout.hosts[h].nic_Bps * costs.bandwidth_factor
+        if conn_Bps > 0:
+            rate = min(rate, max(connections[h], 1) * conn_Bps)
+        busiest_s = max(busiest_s, max(out[h], into[h]) / rate)
     return busiest_s / compute_s if compute_s > 0 else float("inf")
-
-
-def _host_Bps(layout: Layout, costs: CostModel, host: int) -> float:
-    """What one direction of ``host``'s NIC can carry: its usable rate, or less where its
-    parameter-server connections (one per remote worker-server pair, each capped at
-    ``costs.connection_gbps``) cannot fill it."""
-    nic_Bps = layout.hosts[host].nic_Bps * costs.bandwidth_factor
-    if costs.connection_gbps <= 0:
-        return nic_Bps
-    w = layout.num_workers
-    connections = sum(
-        w - 1 if host in layout.worker_hosts else w for h in layout.server_hosts if h == host
-    ) + sum(1 for wh in layout.worker_hosts if wh == host for h in layout.server_hosts if h != host)
-    return min(nic_Bps, max(connections, 1) * costs.connection_gbps * 1e9 / 8)
 
 
 # What the reduction is known to miss beyond those bounds, for the Result's path_reason: the shapes
