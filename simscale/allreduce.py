@@ -79,9 +79,12 @@ class AllReduce:
         self.intra_step_s = intra_step_s  # one ring hop's latency inside a host (NCCL's model)
         # Trace hook: ((iteration, key) pairs, bytes, start, end) of each fused collective.
         self.on_buffer = on_buffer
-        # Real-cluster costs (simscale.costs): one TCP connection's throughput to the ring's
-        # next host (0: only the NIC share limits it), and the coordinator's per-tensor cost.
+        # Real-cluster costs (simscale.costs): the most a host's transport moves to the ring's
+        # next host (its connections, NCCL's socket transport, EFA's share; 0: only the NIC
+        # share limits it), and the coordinator's per-tensor cost.
         self.connection_Bps = connection_Bps
+        # (start, end) of each collective's time at that ceiling, for its utilization.
+        self.transport_busy: list[tuple[float, float]] = []
         self.tensor_overhead_s = tensor_overhead_s
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
@@ -175,8 +178,10 @@ class AllReduce:
         if intra_step_s > 0:
             sends.append(self.env.timeout(steps * intra_step_s))
         if self.connection_Bps > 0 and w > 1:
-            # Each host's steps leave over one connection, which cannot go faster than this.
-            sends.append(self.env.timeout(steps * chunk_bytes / self.connection_Bps))
+            # Each host's steps leave through its transport, which cannot go faster than this.
+            cap_s = steps * chunk_bytes / self.connection_Bps
+            self.transport_busy.append((self.env.now, self.env.now + cap_s))
+            sends.append(self.env.timeout(cap_s))
         yield self.env.all_of(sends)
         # Each network hop but the last also waits one latency for its chunk, and pays a send
         # cost; each hop inside a host its (much smaller) latency.

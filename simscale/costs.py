@@ -120,6 +120,14 @@ class CostModel:
     # buffers on top of the merge and update), in ns/byte: one process moves at most 1/this
     # GB/s each way, whatever its NIC (GRPC_STREAM_MB_PER_S below). simscale.ps.
     grpc_ns_per_byte: float = field(default=0.0, metadata=between(0.0, MAX_NS_PER_BYTE, "ns/byte"))
+    # The most NCCL's socket transport moves out of one host, all its sockets together, in
+    # Gbit/s (0: no ceiling of its own): its threads stage every byte through pinned host
+    # buffers and the kernel's TCP stack, so a 100 Gbit/s NIC does not fill however many
+    # sockets it opens (NCCL_SOCKET_HOST_GBPS below). The flat ring's only. simscale.allreduce.
+    socket_host_gbps: float = field(default=0.0, metadata=between(0.0, 100_000.0, "Gbit/s"))
+    # Share of an Elastic Fabric Adapter's line rate NCCL's ring reaches through AWS's libfabric
+    # plugin (transport "efa"; 1: all of it). EFA_RING_SHARE below. simscale.allreduce.
+    efa_ring_share: float = field(default=1.0, metadata=between(0.01, 1.0))
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -163,6 +171,21 @@ class CostModel:
 # link), 287.9 (one machine) and ~500 (three machines); #11261: 196.1 (master, July 2017).
 GRPC_STREAM_MB_PER_S = (161.6, 162.0, 569.3, 900.0, 800.0, 287.9, 500.0, 196.1)
 
+# NCCL all-reduce over its socket transport between 100 Gbit/s hosts, with the NCCL (2.4.8 and
+# later) that spreads a peer's traffic over many sockets: bus bandwidth, which for a ring is the
+# rate each host's NIC carries each way, Gbit/s, as published in NVIDIA/nccl's issues.
+# #398 (2020-10, p3dn.24xlarge, NCCL 2.4.8, ring): 2 nodes x 1 GPU about 4.7 GB/s, and with
+# 8 GPUs per node "the bus can sustain around 6GB/s"; more sockets or threads did not help.
+# #450 (2021-01, 4 nodes x 8 V100, 100 Gbit/s TCP): best bus bandwidth "between 4~6GB/s".
+NCCL_SOCKET_HOST_GBPS = (37.6, 48.0, 32.0, 48.0)
+
+# NCCL's ring over EFA, bus bandwidth as a share of the NIC's line rate, as published:
+# NVIDIA/nccl-tests#22 (2019-06, 2 x p3dn.24xlarge, 100 Gbit/s EFA, ring forced): "60Gbps";
+# NVIDIA/nccl#235 (2019-07, p3dn, NCCL's maintainer summing up): "50-60Gb/s (6-8 GB/s) when
+# using 8 to 32 nodes"; NVIDIA/nccl#527 (2022-07, p4d.24xlarge, 4 x 100 Gbit/s EFA, NCCL 2.9.9,
+# 1 GiB): 31.77 GB/s on 3 nodes and 29.61 GB/s on 4, of 50 GB/s.
+EFA_RING_SHARE = (0.60, 0.50, 0.60, 31.77 / 50, 29.61 / 50)
+
 # Where each real-cluster mechanism starts, from a public figure (calibration fits from here):
 #   winograd_3x3_speedup 2.25: F(2x2, 3x3) needs 2.25x fewer multiplies than direct
 #     convolution (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016,
@@ -184,6 +207,11 @@ GRPC_STREAM_MB_PER_S = (161.6, 162.0, 569.3, 900.0, 800.0, 287.9, 500.0, 196.1)
 #     900 MB/s with the build and the machines; sharding the variables over more PS processes
 #     raised the total (0.9 -> 2.6 GB/s with 8, #6116), i.e. the limit is per process, not the
 #     NIC's.
+#   socket_host_gbps 42.8: the median of NCCL_SOCKET_HOST_GBPS (public nccl-tests figures on
+#     100 Gbit/s TCP hosts); not fitted: no published training point has a NIC above 40 Gbit/s
+#     with NCCL's many sockets.
+#   efa_ring_share 0.60: the median of EFA_RING_SHARE (p3dn and p4d nccl-tests); not fitted: no
+#     published training point ran over EFA.
 REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
@@ -193,6 +221,8 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "straggler_sigma": 0.0,
     "decode_us_per_sample": 0.0,
     "grpc_ns_per_byte": 1e3 / statistics.median(GRPC_STREAM_MB_PER_S),
+    "socket_host_gbps": statistics.median(NCCL_SOCKET_HOST_GBPS),
+    "efa_ring_share": statistics.median(EFA_RING_SHARE),
 }
 
 

@@ -104,7 +104,7 @@ class InstanceSpec:
     # source could be checked (a scenario can give ``usd_per_hour`` itself).
     usd_per_hour: float | None = None
     price_source: str = ""
-    # How NCCL crosses the NIC by default: "rdma" on instances with an Elastic Fabric Adapter,
+    # How NCCL crosses the NIC by default: "efa" on instances with an Elastic Fabric Adapter,
     # where AWS's NCCL plugin (aws/aws-ofi-nccl) maps NCCL's transport onto libfabric's reliable,
     # OS-bypass messages, so no TCP connection's ceiling applies; "tcp" (sockets) elsewhere.
     transport: str = "tcp"
@@ -124,7 +124,7 @@ _AWS_P2_2017 = (
     "(speakerdeck.com/porcaro33/gpu-fpga-briefing-plus-march-plus-2017)"
 )
 _AWS_C5N = "AWS EC2 C5n instance page (instance table)"
-_EFA = "; Elastic Fabric Adapter: NCCL over libfabric (aws/aws-ofi-nccl), transport rdma"
+_EFA = "; Elastic Fabric Adapter: NCCL over libfabric (aws/aws-ofi-nccl), transport efa"
 
 # Prices: on-demand USD per hour, Linux, US East (N. Virginia), as read on PRICES_READ_ON from
 # the public page named beside each. Cloud prices change; a scenario's ``usd_per_hour``
@@ -166,9 +166,7 @@ INSTANCES: dict[str, InstanceSpec] = {
         ),
         InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3, None, _NO_PRICE),
         InstanceSpec("p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3, 24.48, _PRICE_P3_16),
-        InstanceSpec(
-            "p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3 + _EFA, None, _NO_PRICE, "rdma"
-        ),
+        InstanceSpec("p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3 + _EFA, None, _NO_PRICE, "efa"),
         InstanceSpec(
             "p4d.24xlarge",
             8,
@@ -178,7 +176,7 @@ INSTANCES: dict[str, InstanceSpec] = {
             "AWS EC2 P4 instance page" + _EFA,
             None,
             _NO_PRICE,
-            "rdma",
+            "efa",
         ),
         InstanceSpec(
             "p5.48xlarge",
@@ -189,7 +187,7 @@ INSTANCES: dict[str, InstanceSpec] = {
             "AWS EC2 P5 instance page" + _EFA,
             98.32,
             _PRICE_P5,
-            "rdma",
+            "efa",
         ),
         InstanceSpec(
             "c5.18xlarge", 0, None, 25.0, 72, "AWS EC2 C5 instance page", 3.06, _PRICE_C5_18

@@ -114,11 +114,13 @@ class HostGroup:
     # PyTorch-style PS jobs run: every GPU pushes and pulls the whole model over the host's NIC.
     workers_per_host: int = field(default=1, metadata=count_in(1, MAX_GPUS_PER_HOST))
     # How the NIC carries collectives: "tcp" sockets, whose single connection has a throughput
-    # ceiling of its own (costs.connection_gbps), or "rdma" (InfiniBand, RoCE with NCCL's IB
-    # transport, AWS's EFA), where the NIC moves the bytes and a connection runs at the link's
-    # rate. Unset: the instance preset's (rdma on EFA instances), else tcp. All-reduce only: a
-    # parameter server's connections are TCP either way (ps-lite's ZMQ van, gRPC).
-    transport: Literal["tcp", "rdma"] | None = None
+    # ceiling of its own (costs.connection_gbps) and whose host moves at most
+    # costs.socket_host_gbps; "rdma" (InfiniBand, RoCE with NCCL's IB transport), where the NIC
+    # moves the bytes at the link's rate; or "efa" (AWS's Elastic Fabric Adapter through its
+    # libfabric plugin), whose ring reaches costs.efa_ring_share of the link. Unset: the
+    # instance preset's (efa on EFA instances), else tcp. All-reduce only: a parameter server's
+    # connections are TCP either way (ps-lite's ZMQ van, gRPC).
+    transport: Literal["tcp", "rdma", "efa"] | None = None
 
     def validate(self) -> None:
         self._validate_hardware()
@@ -168,7 +170,7 @@ class HostGroup:
         return p.nccl_sockets if p is not None else 1
 
     def resolved_transport(self) -> str:
-        """ "tcp" or "rdma": the group's own, else its instance preset's, else tcp."""
+        """ "tcp", "rdma" or "efa": the group's own, else its instance preset's, else tcp."""
         if self.transport is not None:
             return self.transport
         p = self._preset()
@@ -318,7 +320,7 @@ class AllreduceConfig:
     cycle_ms: float = field(default=5.0, metadata=between(0.0, MAX_MS, "ms"))
     # TCP sockets NCCL opens to each ring neighbour (NCCL_SOCKET_NTHREADS x
     # NCCL_NSOCKS_PERTHREAD), each at most costs.connection_gbps. Unset: NCCL's own choice,
-    # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. Over rdma, no ceiling.
+    # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. tcp hosts only.
     # The flat ring's only: hierarchical crosses hosts with MPI, a connection per local rank.
     sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
 

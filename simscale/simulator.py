@@ -237,9 +237,7 @@ class Simulation:
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
-                connection_Bps=0.0
-                if self._rdma_ring()
-                else self._ring_connections(first.gpus) * costs.connection_gbps * 1e9 / 8,
+                connection_Bps=self._ring_host_cap(first.gpus)[0] * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
                 intra_step_s=intra_host_step_s(GPUS[str(first.gpu)]),
             )
@@ -352,10 +350,32 @@ class Simulation:
             return sockets
         return min(g.resolved_nccl_sockets() for g in self.scenario.cluster.hosts)
 
-    def _rdma_ring(self) -> bool:
-        """Whether every worker host carries the ring over RDMA: then no TCP connection's
-        throughput ceiling applies, only the NIC's share."""
-        return all(g.resolved_transport() == "rdma" for g in self.scenario.cluster.hosts)
+    def _ring_host_cap(self, gpus_per_host: int) -> tuple[float, str]:
+        """The most one host's share of the ring between hosts moves besides its NIC share,
+        Gbit/s (0: nothing else limits it), and what sets it, by the slowest transport among
+        the worker hosts: over tcp, its connections (``_ring_connections`` of
+        ``costs.connection_gbps`` each) and, for NCCL's flat ring, its socket transport's
+        ``costs.socket_host_gbps``;
+        over efa, NCCL's ring reaches ``costs.efa_ring_share`` of the slowest NIC; over rdma
+        (InfiniBand, RoCE) nothing but the NIC. Horovod's hierarchical variant crosses hosts
+        with MPI, which NCCL's figures do not describe: only its connections' ceiling."""
+        hosts, costs = self.scenario.cluster.hosts, self.costs
+        transports = {g.resolved_transport() for g in hosts}
+        flat = self.scenario.kvstore.allreduce.algorithm == "ring"
+        if "tcp" in transports:
+            n = self._ring_connections(gpus_per_host)
+            via = "NCCL" if flat else "MPI"
+            caps = [(n * costs.connection_gbps, f"{n} {via} TCP connection(s)")]
+            if flat:
+                caps.append((costs.socket_host_gbps, "NCCL's socket transport"))
+            return min(((c, why) for c, why in caps if c > 0), default=(0.0, ""))
+        if "efa" in transports and flat and costs.efa_ring_share < 1:
+            nic = min(g.resolved()[2] for g in hosts)
+            return (
+                costs.efa_ring_share * nic,
+                f"NCCL over EFA, {costs.efa_ring_share:.0%} of the NIC",
+            )
+        return 0.0, ""
 
     def _jitter(self, rng: np.random.Generator, gpus: int, n_iter: int) -> np.ndarray:
         sigma = self.scenario.simulation.compute_jitter
@@ -781,6 +801,17 @@ class Simulation:
                     f"worker {rank} input pipeline (host CPU cores decoding images)",
                 )
             )
+        if self.allreduce is not None and self.allreduce.transport_busy:
+            busy = sum(max(0.0, min(e, t1) - max(s, t0)) for s, e in self.allreduce.transport_busy)
+            gbps, why = self._ring_host_cap(lay.hosts[lay.worker_hosts[0]].gpus)
+            out.append(
+                Utilization(
+                    "ring.transport",
+                    "transport",
+                    min(busy / window, 1.0),
+                    f"each host's ring between hosts at its {gbps:.1f} Gbit/s ({why})",
+                )
+            )
         for w in per_worker:
             out.append(
                 Utilization(
@@ -827,11 +858,12 @@ def _bottleneck(
             f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
             f"busiest communication resources: {busiest}"
         )
-    chain = (
-        "the ring's step latencies and per-tensor costs add up"
-        if allreduce
-        else "the push-update-pull chain takes turns"
-    )
+    if allreduce and comm and comm[0].kind == "transport":
+        chain = "the ring between hosts is held to its transport's ceiling"
+    elif allreduce:
+        chain = "the ring's step latencies and per-tensor costs add up"
+    else:
+        chain = "the push-update-pull chain takes turns"
     return (
         f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
         f"saturated: {chain}; busiest: {busiest}"
