@@ -19,6 +19,7 @@ import simpy
 
 from simscale.hardware import GPUSpec
 from simscale.network import Network
+from simscale.serial import SerialQueue
 
 # The latency of one ring hop inside a host, per NCCL's own cost model (NVIDIA/nccl
 # src/graph/tuning.cc, hwLat, ring algorithm, Simple protocol: 3.4 us over NVLink, 5.7 us over
@@ -83,8 +84,8 @@ class AllReduce:
         # next host (its connections, NCCL's socket transport, EFA's share; 0: only the NIC
         # share limits it), and the coordinator's per-tensor cost.
         self.connection_Bps = connection_Bps
-        # (start, end) of each collective's time at that ceiling, for its utilization.
-        self.transport_busy: list[tuple[float, float]] = []
+        # Each host's transport at that ceiling, one collective after another (all hosts alike).
+        self.transport = SerialQueue(env, "ring.transport")
         self.tensor_overhead_s = tensor_overhead_s
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
@@ -179,9 +180,7 @@ class AllReduce:
             sends.append(self.env.timeout(steps * intra_step_s))
         if self.connection_Bps > 0 and w > 1:
             # Each host's steps leave through its transport, which cannot go faster than this.
-            cap_s = steps * chunk_bytes / self.connection_Bps
-            self.transport_busy.append((self.env.now, self.env.now + cap_s))
-            sends.append(self.env.timeout(cap_s))
+            sends.append(self.transport.run(steps * chunk_bytes / self.connection_Bps))
         yield self.env.all_of(sends)
         # Each network hop but the last also waits one latency for its chunk, and pays a send
         # cost; each hop inside a host its (much smaller) latency.

@@ -186,6 +186,7 @@ class Simulation:
 
         self.servers: ServerGroup | None = None
         self.allreduce: AllReduce | None = None
+        self.ring_cap: tuple[float, str] = (0.0, "")  # Gbit/s and why (_ring_host_cap)
         self.step_barrier: StepBarrier | None = None
         if mode in DIST_MODES:
             self.servers = ServerGroup(
@@ -224,6 +225,7 @@ class Simulation:
         elif mode == "allreduce":
             first = lay.hosts[lay.worker_hosts[0]]
             ar = s.kvstore.allreduce
+            self.ring_cap = self._ring_host_cap(first.gpus)
             self.allreduce = AllReduce(
                 env,
                 self.net,
@@ -237,7 +239,7 @@ class Simulation:
                 costs.message_overhead_us * 1e-6,
                 self._latency_s(lay.worker_hosts[0], lay.worker_hosts[-1]),
                 on_buffer=self.key_phases.buffer if self.key_phases else None,
-                connection_Bps=self._ring_host_cap(first.gpus)[0] * 1e9 / 8,
+                connection_Bps=self.ring_cap[0] * 1e9 / 8,
                 tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
                 intra_step_s=intra_host_step_s(GPUS[str(first.gpu)]),
             )
@@ -355,10 +357,10 @@ class Simulation:
         Gbit/s (0: nothing else limits it), and what sets it, by the slowest transport among
         the worker hosts: over tcp, its connections (``_ring_connections`` of
         ``costs.connection_gbps`` each) and, for NCCL's flat ring, its socket transport's
-        ``costs.socket_host_gbps``;
-        over efa, NCCL's ring reaches ``costs.efa_ring_share`` of the slowest NIC; over rdma
-        (InfiniBand, RoCE) nothing but the NIC. Horovod's hierarchical variant crosses hosts
-        with MPI, which NCCL's figures do not describe: only its connections' ceiling."""
+        ``costs.socket_host_gbps``; over efa, NCCL's ring reaches ``costs.efa_ring_share`` of
+        the slowest NIC; over rdma (InfiniBand, RoCE) nothing but the NIC. Horovod's
+        hierarchical variant crosses hosts with MPI, which NCCL's figures do not describe: only
+        its connections' ceiling."""
         hosts, costs = self.scenario.cluster.hosts, self.costs
         transports = {g.resolved_transport() for g in hosts}
         flat = self.scenario.kvstore.allreduce.algorithm == "ring"
@@ -628,6 +630,8 @@ class Simulation:
     def _reset_counters(self) -> None:
         self.net.reset_stats()
         queues = [c.queue for c in self.copies] + self.vans + [x.queue for x in self.loaders]
+        if self.allreduce is not None:
+            queues.append(self.allreduce.transport)
         if self.servers is not None:
             queues += self.servers.threads + self.servers.rpc_in + self.servers.rpc_out
         for q in queues:
@@ -801,14 +805,13 @@ class Simulation:
                     f"worker {rank} input pipeline (host CPU cores decoding images)",
                 )
             )
-        if self.allreduce is not None and self.allreduce.transport_busy:
-            busy = sum(max(0.0, min(e, t1) - max(s, t0)) for s, e in self.allreduce.transport_busy)
-            gbps, why = self._ring_host_cap(lay.hosts[lay.worker_hosts[0]].gpus)
+        if self.allreduce is not None and self.allreduce.transport.busy_s > 0:
+            gbps, why = self.ring_cap
             out.append(
                 Utilization(
                     "ring.transport",
                     "transport",
-                    min(busy / window, 1.0),
+                    self.allreduce.transport.busy_within(t0, t1) / window,
                     f"each host's ring between hosts at its {gbps:.1f} Gbit/s ({why})",
                 )
             )
