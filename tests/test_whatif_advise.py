@@ -163,3 +163,10 @@ def test_compare_explains_the_differences(small: Path) -> None:
 def test_cli_compare_needs_two(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(small)]) == 2
     assert "two or more" in capsys.readouterr().err
+
+
+def test_cli_compare_names_a_malformed_vs(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(small), "--vs", "bad"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("simscale: error: --vs: got 'bad', expected [NAME:]path=value")
+    assert "\n" not in err

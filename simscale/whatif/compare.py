@@ -48,12 +48,22 @@ def vs_label(text: str, index: int) -> tuple[str, str]:
 
 def parse_vs(text: str) -> list[tuple[str, Any]]:
     """``"kvstore.mode=allreduce,kvstore.servers=null"`` -> [(path, value), ...]."""
-    from simscale.config import parse_override
+    from simscale.config import ConfigError, parse_override
 
     out = []
     for part in _SETTING_SPLIT.split(text):
         path, _, _ = part.partition("=")
-        out.append((path.strip(), parse_override(part.strip())[1]))
+        try:
+            value = parse_override(part.strip())[1]
+        except ConfigError as e:  # parse_override speaks of --set; this setting came from --vs
+            problem = e.problem
+            if problem.startswith("got "):
+                problem = (
+                    f"got {text!r}, expected [NAME:]path=value[,path=value] "
+                    "(e.g. allreduce:kvstore.mode=allreduce)"
+                )
+            raise ConfigError("--vs", problem) from None
+        out.append((path.strip(), value))
     return out
 
 
