@@ -9,7 +9,7 @@ from pathlib import Path
 
 from realrun.launching.execute import LAUNCHERS
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
-from simscale.outputs import refuse_overwrite
+from simscale.outputs import check_writable, refuse_overwrite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +92,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.output:
             refuse_overwrite([Path(args.output)], args.force)
+        if args.trace:
+            check_writable(Path(args.trace), "--trace")
         record, out = run_scenario(
             args.scenario,
             args.set,

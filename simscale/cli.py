@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("traces", nargs="+", type=Path, help="Chrome-trace JSON files")
     p.add_argument("-o", "--output", type=Path, required=True, help="combined trace to write")
+    p.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
 
     p = sub.add_parser("check", help="validate scenario files without simulating")
     _add_scenario_args(p, many=True)
@@ -206,6 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):  # stdout may be no real file
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # What the checks before the work cannot foresee (a full disk, a folder that refuses
+        # files even to root): still one line, not a traceback.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"simscale: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -215,7 +222,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from simscale.simulator import IncompleteRun, Simulation
     from simscale.trace import simulation_spans, write_trace
 
-    refuse_overwrite([p for p in (args.output, args.trace) if p is not None], args.force)
+    refuse_overwrite([args.output] if args.output is not None else [], args.force)
+    refuse_overwrite([args.trace] if args.trace is not None else [], args.force, "--trace")
     scenario = load_scenario(args.scenario, args.overrides)
     refuse_if_too_long(scenario, args.scenario)
     profile = None
@@ -335,6 +343,7 @@ def _cost_words(cost: dict[str, object]) -> str:
 def cmd_combine_traces(args: argparse.Namespace) -> int:
     from simscale.trace import combine
 
+    refuse_overwrite([args.output], args.force)
     traces = []
     for path in args.traces:
         try:

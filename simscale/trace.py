@@ -192,7 +192,9 @@ def chrome_trace(spans: Iterable[SpanLike], iteration: int, name: str = "") -> d
 def write_trace(
     path: str | Path, spans: Iterable[SpanLike], iteration: int, name: str = ""
 ) -> None:
-    Path(path).write_text(json.dumps(chrome_trace(spans, iteration, name)), encoding="utf-8")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(chrome_trace(spans, iteration, name)), encoding="utf-8")
 
 
 def combine(traces: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

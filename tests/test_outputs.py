@@ -40,6 +40,53 @@ def test_plot_refuses_before_plotting_when_a_figure_exists(tmp_path, capsys) -> 
     assert not (tmp_path / "cal-scatter.png").exists()
 
 
+def test_a_trace_goes_into_a_folder_that_does_not_exist_yet(tmp_path) -> None:
+    """The README's `--trace /tmp/simscale/iter.json` on a fresh machine: the folder is made."""
+    trace = tmp_path / "fresh" / "iter.json"
+    assert main(["predict", str(CPU), "--trace", str(trace)]) == 0
+    assert trace.read_text().startswith("{")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", str(CPU), "-o", "{blocked}/result.json"],
+        ["predict", str(CPU), "--trace", "{blocked}/iter.json"],
+        ["sweep", str(CPU), "--vary", "kvstore.servers=1,2", "-o", "{blocked}/rows.csv"],
+        ["schema", "-o", "{blocked}/schema.json"],
+        ["calibrate", str(ROOT / "runs" / "emulated-v2"), "-o", "{blocked}/lab.yaml"],
+    ],
+    ids=["predict -o", "predict --trace", "sweep -o", "schema -o", "calibrate -o"],
+)
+def test_an_unwritable_output_is_one_line_before_any_work(args, tmp_path, capsys) -> None:
+    """A path under a file (a typo'd folder) is refused up front, naming the option: no
+    traceback after minutes of simulating or fitting, and nothing written."""
+    blocked = tmp_path / "notes.txt"
+    blocked.write_text("a file, not a folder")
+    option = "--trace" if "--trace" in args else "-o"
+    assert main([a.replace("{blocked}", str(blocked)) for a in args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"simscale: error: {option}: cannot write {blocked}/")
+    assert err.endswith("is a file, not a folder") and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_folder_is_not_an_output_file(tmp_path, capsys) -> None:
+    assert main(["predict", str(CPU), "-o", str(tmp_path), "--force"]) == 2
+    assert "is a folder, expected the path of a file" in capsys.readouterr().err
+
+
+def test_combine_traces_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
+    trace = tmp_path / "iter.json"
+    assert main(["predict", str(CPU), "--trace", str(trace)]) == 0
+    out = tmp_path / "both.json"
+    out.write_text("precious")
+    assert main(["combine-traces", str(trace), "-o", str(out)]) == 2
+    assert out.read_text() == "precious" and "refusing to overwrite" in capsys.readouterr().err
+    assert main(["combine-traces", str(trace), "-o", str(out), "--force"]) == 0
+    assert out.read_text().startswith("{")
+
+
 def test_record_names_follow_the_effective_scenario() -> None:
     as_written = load_scenario(CPU)
     assert record_name(as_written) == "cpu-2x2-sync"

@@ -218,5 +218,5 @@ def test_combined_traces_keep_every_process_apart_and_say_which_is_which(tmp_pat
     ]
     assert overlapping(both) == []
     paths[1].write_text("{}")
-    assert simscale_main(["combine-traces", *map(str, paths), "-o", str(out)]) == 2
+    assert simscale_main(["combine-traces", *map(str, paths), "-o", str(out), "--force"]) == 2
     assert capsys.readouterr().err.endswith("not a Chrome trace (no traceEvents list)\n")

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from simscale.outputs import check_writable
 from simscale.whatif.errors import WhatIfError
 
 AddScenarioArgs = Callable[..., None]
@@ -230,6 +231,7 @@ def _check_plot_args(args: argparse.Namespace, columns: list[str]) -> None:
         raise WhatIfError(f"--plot {args.plot}: expected a .png, .svg or .pdf file")
     if args.plot.exists() and not args.force:
         raise WhatIfError(f"--plot {args.plot}: exists; pass --force to overwrite it")
+    check_writable(args.plot, "--plot")
     if args.series is not None and args.series not in columns:
         raise WhatIfError(
             f"--series {args.series!r}: not a varied column; varied: {', '.join(columns)}"
@@ -302,6 +304,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         return 0
     if args.output.exists() and not args.force:
         raise WhatIfError(f"{args.output}: exists; pass --force to overwrite it")
+    check_writable(args.output, "-o")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(f"scenario schema written to {args.output}")

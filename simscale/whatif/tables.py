@@ -16,13 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simscale.outputs import check_writable
 from simscale.whatif.errors import WhatIfError
 
 FORMATS = (".csv", ".json", ".parquet")
 
 
 def check_output(path: Path, force: bool = False) -> None:
-    """One-line errors for an unknown suffix, or an existing file not to be overwritten."""
+    """One-line errors for an unknown suffix, an existing file not to be overwritten, or a path
+    that cannot be written."""
     if path.suffix not in FORMATS:
         raise WhatIfError(f"{path}: unknown format {path.suffix!r}, expected {', '.join(FORMATS)}")
     if path.suffix == ".parquet":
@@ -35,6 +37,7 @@ def check_output(path: Path, force: bool = False) -> None:
             ) from None
     if path.exists() and not force:
         raise WhatIfError(f"{path}: exists; pass --force to overwrite it")
+    check_writable(path, "-o")
 
 
 def write_rows(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
