@@ -31,7 +31,11 @@ EXIT_INCOMPLETE = 3  # --max-seconds struck before one measured iteration was co
 
 
 def _add_scenario_args(p: argparse.ArgumentParser, many: bool = False) -> None:
-    p.add_argument("scenario", nargs="+" if many else None, help="scenario YAML file")
+    p.add_argument(
+        "scenario",
+        nargs="+" if many else None,
+        help="scenario YAML files, or folders of them" if many else "scenario YAML file",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -363,7 +367,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from simscale.scenario import load_scenario
 
     failed = 0
-    for path in args.scenario:
+    for path in _scenario_files(args.scenario):
         try:
             s = load_scenario(path, args.overrides)
         except ConfigError as e:
@@ -375,6 +379,21 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"{s.kvstore.mode}, model {s.model.spec().name})"
         )
     return EXIT_BAD_INPUT if failed else 0
+
+
+def _scenario_files(paths: Sequence[str]) -> list[str]:
+    """The files to check: a folder stands for every .yaml/.yml file under it, in path order."""
+    out: list[str] = []
+    for path in paths:
+        folder = Path(path)
+        if folder.is_dir():
+            found = sorted(str(f) for f in folder.rglob("*") if f.suffix in (".yaml", ".yml"))
+            if not found:
+                raise ConfigError("", "no .yaml or .yml file under this folder", path)
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -117,6 +117,17 @@ def test_shipped_scenarios_are_all_valid(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["check", *files]) == 0
 
 
+def test_check_takes_a_folder_for_every_scenario_under_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = sorted(str(p) for p in (ROOT / "scenarios").rglob("*.yaml"))
+    assert main(["check", str(ROOT / "scenarios")]) == 0
+    checked = [line.split(": ok")[0] for line in capsys.readouterr().out.splitlines()]
+    assert checked == shipped
+    assert main(["check", str(tmp_path)]) == 2
+    assert "no .yaml or .yml file under this folder" in capsys.readouterr().err
+
+
 def test_64gpu_scenario_means_what_it_says() -> None:
     """8 x p3.16xlarge = 64 V100s at 25 Gbit/s, 8 co-located servers, ResNet-50."""
     s = load_scenario(ROOT / "scenarios" / "64gpu.yaml")
