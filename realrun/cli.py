@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from realrun.launching.execute import LAUNCHERS
+from simscale.config import positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.outputs import check_writable, refuse_overwrite
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="stop the job (record kept, complete=false) after this long",
@@ -48,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     campaign.add_argument("-o", "--output", help="directory of records (default: runs/NAME)")
     campaign.add_argument("--repeats", type=int, default=None, help="override the file's repeats")
     campaign.add_argument(
-        "--timeout", type=float, default=600.0, metavar="SECONDS", help="per run (default 600)"
+        "--timeout",
+        type=positive_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="per run (default 600)",
     )
     _launch_arguments(campaign, default="netns")
     cleanup = sub.add_parser("cleanup", help="delete emulated-cluster leftovers of dead runs")

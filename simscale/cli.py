@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simscale import __version__
-from simscale.config import ConfigError
+from simscale.config import ConfigError, positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.outputs import refuse_overwrite
 
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-seconds",
-        type=_positive_seconds,
+        type=positive_seconds,
         metavar="S",
         help="stop after S seconds of wall time and report the iterations measured so far",
     )
@@ -442,16 +442,6 @@ def _fit_names(text: str | None) -> tuple[str, ...]:
     if text.strip().lower() == "none":
         return ()
     return tuple(n.strip() for n in text.split(",") if n.strip())
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number of seconds > 0")
-    return value
 
 
 class _SimulationProgress:

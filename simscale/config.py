@@ -406,6 +406,20 @@ def read_yaml(path: str | Path) -> Any:
     return data
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type for a time limit: a finite number of seconds above 0."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"got {text!r}, expected a number of seconds > 0")
+    return value
+
+
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     """``"kvstore.servers=16"`` → (["kvstore", "servers"], 16); the value is read as YAML."""
     if "=" not in text:

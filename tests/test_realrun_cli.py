@@ -142,3 +142,37 @@ def test_emulated_compute_replays_a_profile_measured_by_the_launcher(tmp_path):
     assert record.summary.samples_per_s_per_worker[0] == pytest.approx(
         32 / (statistics.fmean(measured) / 2)
     )
+
+
+def test_real_compute_on_gpus_this_machine_lacks_is_refused_before_starting(tmp_path) -> None:
+    """A newcomer's `realrun run scenarios/64gpu.yaml` on a laptop: not 64 ResNet-50 replicas
+    on the CPU until the kernel kills one, but one line saying what to run instead."""
+    import torch
+
+    from realrun.cli import main as realrun_main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the scenario's GPUs may be here")
+    out = tmp_path / "run.json"
+    gpu_scenario = str(ROOT / "scenarios" / "64gpu.yaml")
+    assert realrun_main(["run", gpu_scenario, "-o", str(out)]) == 2
+    assert not out.exists()
+    with pytest.raises(SystemExit) as stop:
+        realrun_main(["run", str(SCENARIO), "--timeout", "-1"])
+    assert stop.value.code == 2
+
+
+def test_the_refusal_says_what_to_run_instead(capsys) -> None:
+    from realrun.launching.execute import check_accelerators_here
+    from simscale.scenario import load_scenario
+
+    gpu_scenario = ROOT / "scenarios" / "64gpu.yaml"
+    for fine in (["realrun.compute=emulated"], ["realrun.device=cpu"]):
+        check_accelerators_here(load_scenario(gpu_scenario, fine))
+    check_accelerators_here(load_scenario(SCENARIO))  # the CPU scenario's workers are the CPU
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    with pytest.raises(ValueError, match=r"V100 GPUs with real compute.*realrun\.compute=emulated"):
+        check_accelerators_here(load_scenario(gpu_scenario))

@@ -85,6 +85,29 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
         require_netns_support()
     if options.launcher == "ssh" and not options.hostfile:
         raise ValueError("--launcher ssh needs a hostfile (-H FILE)")
+    if options.launcher in ("local", "netns"):
+        check_accelerators_here(scenario)
+
+
+def check_accelerators_here(scenario: Scenario) -> None:
+    """ValueError for real compute on GPUs this machine does not have: the workers would
+    quietly train every GPU's replica on the CPU (64 ResNet-50 replicas for scenarios/64gpu.yaml,
+    until the kernel kills one for memory), and time nothing the scenario describes."""
+    rr = scenario.realrun
+    if rr.compute != "real" or rr.device == "cpu":
+        return
+    gpus = sorted({h.resolved()[1] for h in scenario.cluster.hosts} - {"cpu"})
+    if not gpus:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    raise ValueError(
+        f"the scenario trains on {', '.join(gpus)} GPUs with real compute, and this machine has "
+        "no CUDA device: --set realrun.compute=emulated replays each GPU's modelled layer times "
+        "(the traffic stays real), or --set realrun.device=cpu trains on the CPU anyway"
+    )
 
 
 @contextlib.contextmanager
