@@ -176,3 +176,12 @@ def test_the_refusal_says_what_to_run_instead(capsys) -> None:
         return
     with pytest.raises(ValueError, match=r"V100 GPUs with real compute.*realrun\.compute=emulated"):
         check_accelerators_here(load_scenario(gpu_scenario))
+
+
+def test_a_missing_hostfile_is_named_before_starting(tmp_path) -> None:
+    from realrun.launching.execute import LaunchOptions, check_runnable
+    from simscale.scenario import load_scenario
+
+    missing = tmp_path / "hosts"
+    with pytest.raises(ValueError, match=r"^-H .*hosts: no such file, expected one host per line"):
+        check_runnable(load_scenario(SCENARIO), LaunchOptions("ssh", str(missing)))

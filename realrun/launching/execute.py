@@ -85,6 +85,8 @@ def check_runnable(scenario: Scenario, options: LaunchOptions) -> None:
         require_netns_support()
     if options.launcher == "ssh" and not options.hostfile:
         raise ValueError("--launcher ssh needs a hostfile (-H FILE)")
+    if options.launcher == "ssh" and not Path(options.hostfile).is_file():
+        raise ValueError(f"-H {options.hostfile}: no such file, expected one host per line")
     if options.launcher in ("local", "netns"):
         check_accelerators_here(scenario)
 
