@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simscale import __version__
-from simscale.config import ConfigError, positive_seconds
+from simscale.config import ConfigError, integer_at_least, positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.outputs import refuse_overwrite
 
@@ -132,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit_args(p)
     p.add_argument("--kfold", type=int, metavar="K", help="k-fold over shapes instead of LOSO")
     p.add_argument(
-        "--jobs", type=int, metavar="N", help="folds fitted in parallel (default: one per core)"
+        "--jobs",
+        type=integer_at_least(1),
+        metavar="N",
+        help="folds fitted in parallel (default: one per core)",
     )
     p.add_argument(
         "--published",

@@ -420,6 +420,22 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type for a count: an integer of at least ``minimum``."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"got {text!r}, expected an integer >= {minimum}")
+        return value
+
+    return parse
+
+
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     """``"kvstore.servers=16"`` → (["kvstore", "servers"], 16); the value is read as YAML."""
     if "=" not in text:

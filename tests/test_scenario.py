@@ -193,3 +193,22 @@ def test_workers_per_host_must_divide_the_gpus_and_applies_to_parameter_servers_
         match=r"cluster.hosts\[0\].workers_per_host: got 8 with kvstore.mode 'allreduce'",
     ):
         scenario_from_dict({**base, "kvstore": {"mode": "allreduce"}})
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sweep", "{s}", "--vary", "kvstore.servers=1,2", "--jobs", "0"], "--jobs: got '0'"),
+        (["validate", "runs/emulated-v2", "--jobs", "-3"], "--jobs: got '-3'"),
+        (["predict", "{s}", "--max-seconds", "0"], "--max-seconds: got '0'"),
+    ],
+    ids=["sweep --jobs 0", "validate --jobs -3", "predict --max-seconds 0"],
+)
+def test_counts_and_time_limits_out_of_range_are_refused(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = str(ROOT / "scenarios" / "cpu-2x2-sync.yaml")
+    with pytest.raises(SystemExit) as stop:
+        main([a.replace("{s}", s) for a in args])
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err

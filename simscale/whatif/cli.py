@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from simscale.config import integer_at_least
 from simscale.outputs import check_writable
 from simscale.whatif.errors import WhatIfError
 
@@ -72,7 +73,7 @@ def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
         "--deadline", type=float, metavar="HOURS", help="train dataset_samples x epochs within"
     )
     p.add_argument("--budget", type=float, metavar="USD", help="at most this to train")
-    p.add_argument("--runners-up", type=int, default=3, metavar="N")
+    p.add_argument("--runners-up", type=integer_at_least(0), default=3, metavar="N")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
     _add_run_args(p)
 
@@ -112,7 +113,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         metavar="local|serial|dask://HOST:PORT",
         help="where points run (default: local processes, one per core)",
     )
-    p.add_argument("--jobs", type=int, metavar="N", help="local processes (default: cores)")
+    p.add_argument(
+        "--jobs", type=integer_at_least(1), metavar="N", help="local processes (default: cores)"
+    )
     p.add_argument("--profile", type=Path, metavar="PROFILE.yaml", help="calibration profile")
     p.add_argument(
         "--force-profile", action="store_true", help="apply the profile outside its scope"
