@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from simscale import __version__
 from simscale.config import ConfigError, integer_at_least, positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
-from simscale.outputs import refuse_overwrite
+from simscale.outputs import check_figure, refuse_overwrite
 
 if TYPE_CHECKING:
     from simscale.scenario import Scenario
@@ -550,6 +550,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from calibration.published import load_published
 
     out: dict[str, object] = {}
+    if args.plot is not None:  # before minutes of fitting: a bad figure path is one line now
+        check_figure(args.plot, "--plot")
+        figures = _published_figure_paths(args.plot) if args.published else [args.plot]
+        refuse_overwrite(figures, args.force, "--plot")
     if args.runs:
         from calibration.runs import load_runs
         from calibration.validate import cross_validate
@@ -559,10 +563,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         def progress(i: int, n: int) -> None:
             print(f"\rvalidating: fold {i}/{n}   ", end="", file=sys.stderr, flush=True)
 
-        if args.plot is not None and not args.published:
-            from simscale.outputs import refuse_overwrite
-
-            refuse_overwrite([args.plot], args.force, "--plot")  # before minutes of fitting
         report = cross_validate(
             list(runset.runs),
             _fit_names(args.fit),
@@ -617,22 +617,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if not args.json:
             print(pf.format_report(judged, method) + pf.format_folds(fits))
         if args.plot is not None:
-            for path in _published_figures(judged, method, args.plot, args.force):
+            for path in _published_figures(judged, method, args.plot):
                 print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(out, indent=2))
     return 0
 
 
-def _published_figures(judged: list, method: str, out: Path, overwrite: bool) -> list[Path]:
-    from calibration import published_plots
-    from calibration.errors import CalibrationError
-
+def _published_figure_paths(out: Path) -> list[Path]:
+    """The held-out scatter and the scaling curves ``validate --published --plot OUT`` writes."""
     stem, suffix = out.with_suffix(""), out.suffix or ".png"
-    paths = [Path(f"{stem}-scatter{suffix}"), Path(f"{stem}-scaling{suffix}")]
-    existing = [str(p) for p in paths if p.exists()]
-    if existing and not overwrite:
-        raise CalibrationError(f"{', '.join(existing)}: exists; pass --force to replace")
+    return [Path(f"{stem}-scatter{suffix}"), Path(f"{stem}-scaling{suffix}")]
+
+
+def _published_figures(judged: list, method: str, out: Path) -> list[Path]:
+    """Draw them (their paths were checked before the validation ran)."""
+    from calibration import published_plots
+
+    paths = _published_figure_paths(out)
     return [
         published_plots.scatter(judged, paths[0], method),
         published_plots.scaling(judged, paths[1], method),
@@ -644,6 +646,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from calibration.runs import load_runs
     from simscale.costs import CostModel
 
+    check_figure(args.output)
     refuse_overwrite(figure_paths(args.output), args.force)
     runset = load_runs(args.runs)
     costs = CostModel()

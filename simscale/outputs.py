@@ -30,6 +30,15 @@ def refuse_overwrite(paths: Iterable[Path], force: bool, option: str = "-o") -> 
         check_writable(path, option)
 
 
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_figure(path: Path, option: str = "-o") -> None:
+    """ConfigError unless ``path`` names a figure format the plots write (none: .png)."""
+    if path.suffix and path.suffix not in FIGURE_SUFFIXES:
+        raise ConfigError(option, f"{path}: expected a .png, .svg or .pdf file")
+
+
 def check_writable(path: Path, option: str = "-o") -> None:
     """ConfigError unless ``path`` can be written: not a folder, and its nearest existing
     ancestor a folder this process may create files in. Creates nothing."""

@@ -138,3 +138,15 @@ def test_dataset_folders_skip_ad_hoc_records(tmp_path) -> None:
     (data / "a.json").unlink()
     with pytest.raises(CalibrationError, match="only ad-hoc records under local/"):
         _record_files([data])
+
+
+def test_a_figure_path_is_checked_before_any_work(tmp_path, capsys) -> None:
+    """A .txt figure, or figures that exist, are refused before validation's folds run (they
+    take minutes with --published), not after them, and not as matplotlib's traceback."""
+    runs = str(ROOT / "runs" / "emulated-v2")
+    assert main(["plot", runs, "-o", str(tmp_path / "cal.txt")]) == 2
+    assert "cal.txt: expected a .png, .svg or .pdf file" in capsys.readouterr().err
+    (tmp_path / "pub-scatter.png").write_bytes(b"committed")
+    assert main(["validate", "--published", "--plot", str(tmp_path / "pub.png")]) == 2
+    assert "pub-scatter.png exists; refusing to overwrite" in capsys.readouterr().err
+    assert (tmp_path / "pub-scatter.png").read_bytes() == b"committed"

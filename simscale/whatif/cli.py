@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simscale.config import integer_at_least
-from simscale.outputs import check_writable
+from simscale.outputs import check_figure, check_writable
 from simscale.whatif.errors import WhatIfError
 
 AddScenarioArgs = Callable[..., None]
@@ -230,8 +230,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _check_plot_args(args: argparse.Namespace, columns: list[str]) -> None:
-    if args.plot.suffix not in (".png", ".svg", ".pdf"):
-        raise WhatIfError(f"--plot {args.plot}: expected a .png, .svg or .pdf file")
+    check_figure(args.plot, "--plot")
     if args.plot.exists() and not args.force:
         raise WhatIfError(f"--plot {args.plot}: exists; pass --force to overwrite it")
     check_writable(args.plot, "--plot")
