@@ -13,6 +13,7 @@ from simscale.cli import main
 from simscale.config import ConfigError
 from simscale.scenario import load_scenario
 
+ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted(Path("scenarios").rglob("*.yaml"))
 
 
@@ -89,3 +90,35 @@ def test_predict_interval_is_printed_and_written(
     written = json.loads(out.read_text())
     assert written["interval"]["level"] == 0.9
     assert written["interval"]["low_samples_per_s"] <= written["interval"]["high_samples_per_s"]
+
+
+def test_the_readme_python_examples_run_as_written() -> None:
+    """The README's 'From Python' lines, with its scenario: each must hold (a shipped example
+    asked for 16 co-located servers on 8 hosts once)."""
+    import ast
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("### From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    predict_line = next(line for line in block.splitlines() if "simscale.predict(" in line)
+    settings = ast.literal_eval(re.search(r"set=(\{.*?\})", predict_line).group(1))
+    assert simscale.predict(ROOT / "scenarios" / "64gpu.yaml", set=settings).num_servers
+
+
+def test_an_unguarded_script_gets_told_why_its_sweep_failed(tmp_path: Path) -> None:
+    """A sweep started at a script's top level makes every spawned process run the script
+    again; the caller gets one sentence saying so, not a bare BrokenProcessPool."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "sweep.py"
+    scenario = ROOT / "scenarios" / "cpu-2x2-sync.yaml"
+    script.write_text(
+        "import simscale\n"
+        f"simscale.sweep({str(scenario)!r}, vary={{'kvstore.servers': [1, 2]}}, jobs=2)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode != 0
+    assert 'call it under `if __name__ == "__main__":`' in proc.stderr.splitlines()[-1]

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from simscale.whatif.errors import WhatIfError
@@ -54,7 +55,16 @@ def _local(fn: Fn, tasks: Sequence[Any], jobs: int | None) -> Iterator[Any]:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
-                yield f.result()
+                try:
+                    result = f.result()
+                except BrokenProcessPool:
+                    raise WhatIfError(
+                        "a local sweep process died before answering: killed for memory, or the "
+                        "sweep was started at a script's top level, which each spawned process "
+                        'runs again (call it under `if __name__ == "__main__":`, or pass '
+                        'executor="serial")'
+                    ) from None
+                yield result
                 nxt = next(queue, None)
                 if nxt is not None:
                     pending.add(pool.submit(fn, nxt))
