@@ -235,6 +235,25 @@ def test_a_campaign_expands_grids_and_repeats_into_named_runs(tmp_path: Path) ->
         load_campaign(spec)
 
 
+def test_a_failed_campaign_run_says_why_on_the_terminal(tmp_path: Path, monkeypatch) -> None:
+    """Not only '1 failed' and a reason buried in campaign-log.jsonl."""
+    import io
+
+    from realrun.launching.execute import LaunchOptions
+    from realrun.records import campaign as campaign_module
+    from realrun.records.campaign import run_campaign
+
+    monkeypatch.setattr(campaign_module, "wait_for_quiet", lambda: 0.0)
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text(f"runs:\n  - {{scenario: {MLP_COLOCATED}, set: [kvstore.servers=0]}}\n")
+    terminal = io.StringIO()
+    rc = run_campaign(load_campaign(spec), tmp_path / "out", LaunchOptions("local"), 60, terminal)
+    assert rc == 1
+    assert "  mlp-colocated__r1 failed: " in terminal.getvalue()
+    assert "kvstore.servers: got 0" in terminal.getvalue()
+
+
 def test_only_complete_valid_records_are_skipped_on_resume(tmp_path: Path) -> None:
     base = {
         "schema_version": 1,

@@ -188,6 +188,11 @@ class CampaignProgress:
         self.stream.write(line + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        """One line about one run (why it failed), between the progress lines."""
+        self.stream.write(f"  {text}\n")
+        self.stream.flush()
+
 
 def _minutes(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
@@ -220,8 +225,10 @@ def run_campaign(
         progress.ran += 1
         if outcome["status"] == "failed":
             progress.failed += 1
+            progress.note(f"{planned.name} failed: {outcome.get('error') or 'no reason given'}")
         elif outcome["status"] == "invalid":
             progress.invalid += 1
+            progress.note(f"{planned.name} invalid: {outcome.get('invalid_reason') or '?'}")
         if outcome["status"] == "interrupted":
             raise KeyboardInterrupt
     progress.show()
