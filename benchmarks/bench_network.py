@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simscale.network import FairShareNetwork, Topology, gbit_per_s, make_network
 from simscale.network.fairshare import max_min_fair, paths_to_array, solve_heap, solve_rounds
-from simscale.sharding import assign_key
+from simscale.spec.sharding import assign_key
 
 
 def _median_s(repeats: int, fn, *args) -> float:
@@ -197,8 +197,8 @@ def bench_network(repeats: int, transfers: int) -> None:
 
 
 def bench_scenario(host_counts: list[int]) -> None:
-    from simscale.scenario import load_scenario
     from simscale.simulator import simulate
+    from simscale.spec.scenario import load_scenario
 
     print("\n== simulator: scenarios/64gpu.yaml, hosts = servers = N, one run each ==")
     print(f"{'hosts':>6} {'GPUs':>6} {'CPU s':>8} {'wall s':>8} {'events':>10} {'solves':>8}")

@@ -8,10 +8,10 @@ fair-share network:
 
 it runs the prediction in a fresh process (so that peak memory is the prediction's) ``--repeats``
 times and prints the median wall and CPU seconds, the events processed, the peak resident memory,
-which model path ran (simscale.symmetry; ``symmetric~``: beyond its validated loads, because the
-exact model is out of reach there, an approximate answer) and the throughput; then the growth
-exponent of CPU time in hosts, fitted by least squares on log-log over the completed runs from
-64 to 1,024 hosts, and the real command's time on scenarios/64gpu.yaml, imports included. A run
+which model path ran (simscale.model.symmetry; ``symmetric~``: beyond its validated loads,
+because the exact model is out of reach there, an approximate answer) and the throughput; then the
+growth exponent of CPU time in hosts, fitted by least squares on log-log over the completed runs
+from 64 to 1,024 hosts, and the real command's time on scenarios/64gpu.yaml, imports included. A run
 that reaches ``--max-seconds`` stops cleanly (``simscale predict --max-seconds``) and is shown as
 such, not fitted. CPU time is printed beside wall time because these machines are shared. The
 last line says which grouped fair-share solver the large sizes used: numba's compiled one where
@@ -44,7 +44,7 @@ GPUS_PER_HOST = 8  # p3.16xlarge
 # Runs one prediction and prints what it cost, as JSON on the last line of stdout.
 CHILD = """
 import json, resource, sys, time
-from simscale.scenario import load_scenario
+from simscale.spec.scenario import load_scenario
 from simscale.simulator import IncompleteRun, Simulation
 overrides, max_s = json.loads(sys.argv[1]), float(sys.argv[2])
 w0, c0 = time.perf_counter(), time.process_time()

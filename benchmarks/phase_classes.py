@@ -1,9 +1,9 @@
 """An experiment, not a model path: would C representatives reproduce the NIC-bound exact model?
 
-One representative (simscale.symmetry) keeps all W workers in phase; where a NIC is the limit the
-exact model's workers drift apart and take turns at it, and the reduction comes out 4-32% slow.
-Here C representatives each stand for W / C workers (C = W is the exact model, C = 1 the shipped
-reduction), so that they can drift apart too. It covers the simplest layout only, dedicated
+One representative (simscale.model.symmetry) keeps all W workers in phase; where a NIC is the
+limit the exact model's workers drift apart and take turns at it, and the reduction comes out 4-32%
+slow. Here C representatives each stand for W / C workers (C = W is the exact model, C = 1 the
+shipped reduction), so that they can drift apart too. It covers the simplest layout only, dedicated
 servers (no co-located host to load through a group), one dedicated server for W p3.16xlarge
 workers (scenarios/server-ratio/64gpu-servers-1.yaml), and prints each C's throughput against the
 exact model's, with the real-hardware profile's costs.
@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simscale import symmetry
-from simscale.cluster import Host, Layout
-from simscale.profile import default_costs
-from simscale.scenario import load_scenario
+from simscale.model import symmetry
+from simscale.model.cluster import Host, Layout
 from simscale.simulator import Simulation
+from simscale.spec.profile import default_costs
+from simscale.spec.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "scenarios" / "server-ratio" / "64gpu-servers-1.yaml"

@@ -5,9 +5,9 @@ ETH's report (calibration/published/ethz-tf-k80-ec2.yaml) states no network for 
 in AWS's table; 1.25 Gbit/s in a placement group by AWS's 2017 P2 briefing, the preset's figure).
 Its ``parameter_server`` rows place TensorFlow's Inception v3 variables (``inception_v3_tf``: no
 auxiliary head, batch norms without gamma) whole on the least-loaded PS by bytes
-(``kvstore.key_placement: greedy``, simscale.sharding). Each step, the hottest PS host sends its
-variables to every worker and its own worker's gradients to every other server; at the published
-throughput that is a lower bound on the egress that host's NIC carried. This prints
+(``kvstore.key_placement: greedy``, simscale.spec.sharding). Each step, the hottest PS host
+sends its variables to every worker and its own worker's gradients to every other server; at the
+published throughput that is a lower bound on the egress that host's NIC carried. This prints
 it for the 32-, 64- and 128-GPU rows, beside the preset's rate.
 
 It also prints what TensorFlow's step barrier asks of that link (the barrier lets no worker read
@@ -15,7 +15,7 @@ a variable before every worker's gradients are applied, tensorflow/benchmarks fd
 hot variable's replies sharing the link, all of them and then all the pushes back come one phase
 after the other, so the link must carry 2 (W - 1) x hot bytes within a step; served one after
 another, the last worker's reply is followed by its whole backward pass (its share of the
-published single-GPU step, as simscale.compute splits it), so (W - 1) x hot bytes within the
+published single-GPU step, as simscale.model.compute splits it), so (W - 1) x hot bytes within the
 step less that. Both leave out the compute that does not overlap and the worker's own traffic:
 they are lower bounds on the usable rate.
 
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from calibration.published import load_published
 from simscale import zoo
-from simscale.hardware import INSTANCES
-from simscale.sharding import server_loads
+from simscale.spec.hardware import INSTANCES
+from simscale.spec.sharding import server_loads
 
 ETH_ROWS = {"p2x-32gpu": 32, "p2x-64gpu": 64, "p2x-128gpu": 128}  # workers, one K80 and one PS each
 BATCH = 64
 BYTES = 4  # fp32
-BACKWARD_SHARE = 2 / 3  # backward is twice forward (simscale.compute.BACKWARD_TO_FORWARD)
+BACKWARD_SHARE = 2 / 3  # backward is twice forward (simscale.model.compute.BACKWARD_TO_FORWARD)
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ from calibration.fit import PARAMETERS, FitResult, fit
 from calibration.published import load_published
 from calibration.published_fit import COMM_FIT, PublishedFit, fit_published, judge
 from calibration.runs import RunSet, load_runs
-from simscale.hardware import GPUS
-from simscale.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
+from simscale.spec.hardware import GPUS
+from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
 
 def calibrate(

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 
 from calibration.plots import save_figure
 from calibration.validate import Prediction
-from simscale.scenario import scenario_from_dict
+from simscale.spec.scenario import scenario_from_dict
 
 SERIES_ORDER = ("1 server", "1:1", "2:1", "allreduce")
 COLORS = {"1 server": "tab:red", "1:1": "tab:blue", "2:1": "tab:green", "allreduce": "tab:purple"}

@@ -18,9 +18,9 @@ from scipy.optimize import least_squares
 
 from calibration.errors import CalibrationError
 from calibration.runs import Run, mean_by_shape
-from simscale.costs import CostModel
-from simscale.scenario import Scenario
 from simscale.simulator import simulate
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ PARAMETERS: dict[str, Parameter] = {
         Parameter("overlap_loss", 0.0, 1.0),
         Parameter("tcp_share_sigma", 0.02, 2.0, start=0.3),
         Parameter("compute_efficiency/cpu/fp32", 0.005, 1.0),
-        # Real-cluster mechanisms (simscale.costs; fitted on published measurements).
+        # Real-cluster mechanisms (simscale.spec.costs; fitted on published measurements).
         Parameter("winograd_3x3_speedup", 1.0, 6.0),
         Parameter("connection_gbps", 0.5, 400.0, start=50.0 / 3.0),
         Parameter("allreduce_tensor_us", 0.5, 20_000.0, start=50.0),

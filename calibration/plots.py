@@ -22,9 +22,9 @@ import numpy as np
 
 from calibration.runs import Run, mean_by_shape
 from calibration.validate import groups_of, label_of
-from simscale.costs import CostModel
-from simscale.scenario import Scenario
 from simscale.simulator import simulate
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import Scenario
 
 
 def identity_axes(ax: plt.Axes, lo: float, hi: float) -> None:

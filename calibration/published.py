@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from calibration.errors import CalibrationError
-from simscale.config import ConfigError, apply_overrides, from_mapping, positive, read_yaml
-from simscale.costs import CostModel
-from simscale.scenario import DIST_MODES, Scenario, scenario_from_dict
 from simscale.simulator import simulate
+from simscale.spec.config import ConfigError, apply_overrides, from_mapping, positive, read_yaml
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import DIST_MODES, Scenario, scenario_from_dict
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
 METRICS = ("scaling_efficiency", "throughput_samples_per_s")

@@ -14,7 +14,7 @@ parameters on the single-GPU points (the analytical compute model, no simulation
 communication mechanisms on the scaling points with compute fixed. Each stage minimises the log
 of predicted/published with ``scipy.optimize.least_squares``; parameters the training points
 cannot move (a GPU no training point uses) stay at their published starting figure
-(simscale.costs.REAL_HARDWARE_COSTS), so a held-out source never steers its own prediction.
+(simscale.spec.costs.REAL_HARDWARE_COSTS), so a held-out source never steers its own prediction.
 
 Leave-one-source-out holds out a whole campaign (several files of one publication share one):
 fit on every other campaign, predict every point of the held-out one.
@@ -35,11 +35,11 @@ from scipy.optimize import least_squares
 from calibration.errors import CalibrationError
 from calibration.fit import PARAMETERS, Parameter, with_values
 from calibration.published import PublishedPoint
-from simscale.compute import samples_per_s_without_communication
-from simscale.costs import CostModel, real_hardware_costs
-from simscale.input_pipeline import loader_cores
-from simscale.scenario import DIST_MODES, Scenario
+from simscale.model.compute import samples_per_s_without_communication
+from simscale.model.input_pipeline import loader_cores
 from simscale.simulator import simulate
+from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.scenario import DIST_MODES, Scenario
 
 # The communication mechanisms fitted on scaling points (stage 2). bandwidth_factor (the usable
 # fraction of a NIC's line rate) is not among them: it stays at SimGrid's 0.97 for TCP. Fitted,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from calibration.errors import CalibrationError
 from realrun.records.record import RecordError, RunRecord, load_record
-from simscale.budget import estimate
-from simscale.config import ConfigError
-from simscale.scenario import MAX_CPU_CORES, Scenario, scenario_from_dict
+from simscale.report.budget import estimate
+from simscale.spec.config import ConfigError
+from simscale.spec.scenario import MAX_CPU_CORES, Scenario, scenario_from_dict
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ import numpy as np
 from calibration.errors import CalibrationError
 from calibration.fit import DEFAULT_FIT, fit, predict
 from calibration.runs import Run, mean_by_shape
-from simscale.costs import CostModel
 from simscale.lifetime import exit_with_parent
-from simscale.scenario import Scenario
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from realrun.launching.execute import LAUNCHERS
-from simscale.config import positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
-from simscale.outputs import check_writable, refuse_overwrite
+from simscale.report.outputs import check_writable, refuse_overwrite
+from simscale.spec.config import positive_seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +89,7 @@ def _options(args: argparse.Namespace):
 def _run(args: argparse.Namespace) -> int:
     from realrun.emulated.netns import NetnsUnavailable
     from realrun.launching.execute import run_scenario
-    from simscale.scenario import ScenarioError
+    from simscale.spec.scenario import ScenarioError
 
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
     # the record, exactly as for Ctrl-C, and exits 143 (130 for Ctrl-C).

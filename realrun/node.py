@@ -111,7 +111,7 @@ def run_worker(
     from realrun.training.compute_profile import ComputeProfile
     from realrun.training.replay import ReplayTrainer
     from realrun.training.worker_loop import Trainer
-    from simscale.scenario import load_scenario
+    from simscale.spec.scenario import load_scenario
 
     po = Postoffice(env)
     where = f"worker (slot {env.slot}) on {env.node_host}"

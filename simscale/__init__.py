@@ -19,7 +19,7 @@ _API = {
     "compare": "simscale.whatif.compare",
     "advise": "simscale.whatif.api",
     "interval": "simscale.whatif.uncertainty",
-    "schema": "simscale.schema",
+    "schema": "simscale.spec.schema",
 }
 
 __all__ = ["__version__", *_API]

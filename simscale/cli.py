@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simscale import __version__
-from simscale.config import ConfigError, integer_at_least, positive_seconds
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
-from simscale.outputs import check_figure, refuse_overwrite
+from simscale.report.outputs import check_figure, refuse_overwrite
+from simscale.spec.config import ConfigError, integer_at_least, positive_seconds
 
 if TYPE_CHECKING:
-    from simscale.scenario import Scenario
     from simscale.simulator import Progress
+    from simscale.spec.scenario import Scenario
 
 EXIT_BAD_INPUT = 2
 EXIT_INCOMPLETE = 3  # --max-seconds struck before one measured iteration was complete
@@ -223,11 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from simscale.costs import CostModel
-    from simscale.profile import default_costs, load_profile
-    from simscale.scenario import load_scenario
+    from simscale.report.trace import simulation_spans, write_trace
     from simscale.simulator import IncompleteRun, Simulation
-    from simscale.trace import simulation_spans, write_trace
+    from simscale.spec.costs import CostModel
+    from simscale.spec.profile import default_costs, load_profile
+    from simscale.spec.scenario import load_scenario
 
     refuse_overwrite([args.output] if args.output is not None else [], args.force)
     refuse_overwrite([args.trace] if args.trace is not None else [], args.force, "--trace")
@@ -305,7 +305,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         print(payload)
     else:
-        from simscale.results import format_table
+        from simscale.report.results import format_table
 
         print(format_table(result))
         print(f"\ncost          {_cost_words(cost)}")
@@ -315,7 +315,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for key, value in assumed.items():
             print(
                 f"              {key}: no fitted compute efficiency (no published point for "
-                f"it); {value:g} of peak assumed (simscale/costs.py), so compute is a guess"
+                f"it); {value:g} of peak assumed (simscale/spec/costs.py), so compute is a guess"
             )
         if args.trace is not None:
             print(
@@ -327,7 +327,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def refuse_if_too_long(scenario: Scenario, source: str) -> None:
     """ConfigError, before anything is built, for a scenario that would simulate for hours."""
-    from simscale.budget import estimate
+    from simscale.report.budget import estimate
 
     work = estimate(scenario)
     if work.too_long:
@@ -348,7 +348,7 @@ def _cost_words(cost: dict[str, object]) -> str:
 
 
 def cmd_combine_traces(args: argparse.Namespace) -> int:
-    from simscale.trace import combine
+    from simscale.report.trace import combine
 
     refuse_overwrite([args.output], args.force)
     traces = []
@@ -367,7 +367,7 @@ def cmd_combine_traces(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from simscale.scenario import load_scenario
+    from simscale.spec.scenario import load_scenario
 
     failed = 0
     for path in _scenario_files(args.scenario):
@@ -501,7 +501,7 @@ def _stage_progress(stage: str, n: int) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate, calibrate_published
     from calibration.errors import CalibrationError
-    from simscale.profile import save_profile
+    from simscale.spec.profile import save_profile
 
     refuse_overwrite([args.output], args.force)
     if args.published:
@@ -583,7 +583,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise CalibrationError("give run records to cross-validate, or --published")
     if args.published:
         from calibration import published_fit as pf
-        from simscale.costs import real_hardware_costs
+        from simscale.spec.costs import real_hardware_costs
 
         points = load_published()
         costly = [p for p in points if pf.too_costly_to_judge(p)]
@@ -644,7 +644,7 @@ def _published_figures(judged: list, method: str, out: Path) -> list[Path]:
 def cmd_plot(args: argparse.Namespace) -> int:
     from calibration.plots import figure_paths, plot_all
     from calibration.runs import load_runs
-    from simscale.costs import CostModel
+    from simscale.spec.costs import CostModel
 
     check_figure(args.output)
     refuse_overwrite(figure_paths(args.output), args.force)
@@ -652,7 +652,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     costs = CostModel()
     title = "simulator with default costs"
     if args.profile is not None:
-        from simscale.profile import load_profile
+        from simscale.spec.profile import load_profile
 
         profile = load_profile(args.profile)
         costs = profile.costs

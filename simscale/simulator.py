@@ -14,25 +14,25 @@ from dataclasses import dataclass, replace
 import numpy as np
 import simpy
 
-from simscale import cluster, symmetry
-from simscale.allreduce import AllReduce, intra_host_step_s
-from simscale.compute import layer_times, samples_per_s_without_communication
-from simscale.costs import CostModel
-from simscale.hardware import GPUS
-from simscale.input_pipeline import InputPipeline, batch_decode_s, loader_cores
-from simscale.local_kvstore import has_kvstore, updates_on_cpu
+from simscale.comm.allreduce import AllReduce, intra_host_step_s
+from simscale.comm.local import has_kvstore, updates_on_cpu
+from simscale.comm.ps.server import HEADER_BYTES, ServerGroup
+from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
+from simscale.des.serial import CorePool, SerialQueue
+from simscale.model import cluster, symmetry
+from simscale.model.compute import layer_times, samples_per_s_without_communication
+from simscale.model.input_pipeline import InputPipeline, batch_decode_s, loader_cores
+from simscale.model.stragglers import straggler_factor, synchronised_gpus
+from simscale.model.symmetry import TWO_BIT_RATIO
+from simscale.model.worker import HostCopies, Span, Worker
 from simscale.network import make_network
 from simscale.network.stream import Stream
-from simscale.ps import HEADER_BYTES, ServerGroup
-from simscale.results import Result, Utilization, WorkerResult
-from simscale.scenario import DIST_MODES, Scenario
-from simscale.serial import CorePool, SerialQueue
-from simscale.sharding import place_keys
-from simscale.step_barrier import StepBarrier, barrier_server
-from simscale.stragglers import straggler_factor, synchronised_gpus
-from simscale.symmetry import TWO_BIT_RATIO
-from simscale.trace import KeyPhases
-from simscale.worker import HostCopies, Span, Worker
+from simscale.report.results import Result, Utilization, WorkerResult
+from simscale.report.trace import KeyPhases
+from simscale.spec.costs import CostModel
+from simscale.spec.hardware import GPUS
+from simscale.spec.scenario import DIST_MODES, Scenario
+from simscale.spec.sharding import place_keys
 from simscale.zoo import BYTES_PER_ELEMENT
 
 MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
@@ -89,7 +89,7 @@ class Simulation:
     """One scenario, built and ready to run; ``run()`` returns the Result.
 
     ``path``: "exact" simulates every worker; "symmetric" one representative of identical
-    workers (simscale.symmetry; refused with the reason where it does not apply); "auto" (the
+    workers (simscale.model.symmetry; refused with the reason where it does not apply); "auto" (the
     default) the symmetric path where it applies, else the exact one, unless the exact model is
     out of reach (``symmetry.exact_out_of_reach``): then the symmetric one, marked approximate."""
 
@@ -195,7 +195,8 @@ class Simulation:
                 costs,
                 lay.server_hosts,
                 lay.num_workers,
-                # With a step barrier each push is applied as it comes (simscale.step_barrier).
+                # With a step barrier each push is applied as it comes
+                # (simscale.comm.ps.step_barrier).
                 sync=mode in ("dist_sync", "dist_sync_device") and s.kvstore.sync == "key",
                 pull_with_push=s.kvstore.pull_request == "with_push",
                 cores=self.cores,
@@ -331,7 +332,7 @@ class Simulation:
         channel), which cannot go faster than ``costs.connection_gbps``: BytePS's best practice
         runs two server instances per machine on 25 Gbit/s, three on 40/50, because "a single
         TCP connection usually cannot run up to 25Gbps". An all-reduce ring applies the same
-        ceiling per ring connection itself (simscale.allreduce), and none over RDMA."""
+        ceiling per ring connection itself (simscale.comm.allreduce), and none over RDMA."""
         gbps = self.costs.connection_gbps
         if self.scenario.kvstore.mode not in DIST_MODES or gbps <= 0:
             return None
@@ -340,7 +341,7 @@ class Simulation:
     def _ring_connections(self, gpus_per_host: int) -> int:
         """TCP connections a host's share of the ring between hosts leaves over. A flat ring is
         NCCL's: the scenario's ``sockets``, else NCCL's default for the slowest host group (16 on
-        AWS's ENA since NCCL 2.4.8, else 1; simscale.hardware). Horovod's hierarchical
+        AWS's ENA since NCCL 2.4.8, else 1; simscale.spec.hardware). Horovod's hierarchical
         all-reduce crosses hosts with MPI_Allreduce instead, one per local rank in parallel
         (horovod/common/ops/nccl_operations.cc, NCCLHierarchicalAllreduce: NCCL reduce-scatter,
         MPI_Allreduce on the CROSS communicator, NCCL all-gather), and Open MPI's TCP transport
@@ -401,7 +402,7 @@ class Simulation:
 
             return allreduce
 
-        if self.servers is None:  # local / device: one host (simscale.local_kvstore)
+        if self.servers is None:  # local / device: one host (simscale.comm.local)
             if not has_kvstore(mode, self.job_gpus):
 
                 def on_the_gpu(it: int, key: int, done: Callable[[float], None]) -> None:
@@ -836,7 +837,7 @@ def _bottleneck(
     """The bottleneck in words: the saturated resource, or what holds the iteration back when
     none is saturated (resources taking turns along the push-update-pull chain; for a ring,
     its per-step latencies and per-tensor costs). ``stragglers``: the share of compute time
-    spent waiting for the slowest GPU, and of how many (simscale.stragglers)."""
+    spent waiting for the slowest GPU, and of how many (simscale.model.stragglers)."""
     if not util:
         return "nothing measured"
     ranked = sorted(util, key=lambda u: -u.busy_fraction)

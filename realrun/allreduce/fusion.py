@@ -6,7 +6,7 @@ fused buffers of at most HOROVOD_FUSION_THRESHOLD bytes (64 MiB) (docs/tensor-fu
 The agreement here is one MIN all-reduce of a readiness bit per tensor, which is what Horovod's
 response cache does for tensors it has seen before (horovod/common/response_cache.cc): every
 rank gets the same answer, so every rank then issues the same collectives in the same order,
-whatever its own timing was. The packing rule is the simulator's (``simscale.allreduce``):
+whatever its own timing was. The packing rule is the simulator's (``simscale.comm.allreduce``):
 tensors in order, a buffer closed when the next tensor would overflow it, a tensor larger than
 the threshold alone in its buffer.
 """

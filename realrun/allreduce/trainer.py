@@ -38,7 +38,7 @@ from realrun.training.worker_loop import (
     resolve_devices,
     synthetic_batches,
 )
-from simscale.trace import BUFFER_THREAD
+from simscale.report.trace import BUFFER_THREAD
 
 WAIT_POLL_S = 0.5  # how often a blocked forward checks that the communication thread lives
 

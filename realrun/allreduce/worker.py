@@ -155,7 +155,7 @@ def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[
     from realrun.allreduce.rendezvous import backend_for, process_group
     from realrun.allreduce.trainer import AllreduceTrainer, rank_devices
     from realrun.training import torch_models
-    from simscale.scenario import load_scenario
+    from simscale.spec.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, overrides)
     plan = plan_from_scenario(scenario, env.rank, env.world_size, env.local_rank)

@@ -19,8 +19,8 @@ from typing import Any
 from realrun.launching.launch import Launcher
 from realrun.records.record import RunRecord, write_record
 from realrun.records.timeline import merge, trace_path, write_measured
-from simscale.outputs import timestamped
-from simscale.scenario import Scenario, load_scenario
+from simscale.report.outputs import timestamped
+from simscale.spec.scenario import Scenario, load_scenario
 
 LAUNCHERS = ("local", "netns", "ssh")
 # Records of one-off runs: kept apart from the datasets under runs/ (calibration skips a

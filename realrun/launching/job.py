@@ -29,8 +29,8 @@ from realrun.records.progress import Progress
 from realrun.records.record import SCHEMA_VERSION, IterationTiming, RunRecord, summarize
 from realrun.records.timeline import RANK_TRACE_VARIABLE
 from realrun.training.emulated_compute import emulated_times_source
-from simscale.scenario import Scenario, load_scenario
-from simscale.sharding import assign_key
+from simscale.spec.scenario import Scenario, load_scenario
+from simscale.spec.sharding import assign_key
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ MESSAGE_HEADROOM_BYTES = 2 << 20
 
 def max_message_bytes(scenario: Scenario) -> int:
     """The largest message a server of this job has a reason to receive: its largest key slice
-    in fp32 (simscale.sharding splits the keys as realrun's workers do) plus headroom."""
+    in fp32 (simscale.spec.sharding splits the keys as realrun's workers do) plus headroom."""
     servers = scenario.num_servers
     bound = scenario.kvstore.bigarray_bound
     arrays = scenario.model.spec().arrays

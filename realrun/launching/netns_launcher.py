@@ -1,6 +1,6 @@
 """The netns launcher: every node of a scenario inside its own host's network namespace.
 
-``simscale.cluster.layout`` says which hosts the scenario has (worker hosts, dedicated server
+``simscale.model.cluster.layout`` says which hosts the scenario has (worker hosts, dedicated server
 hosts) and where every worker and server runs; this launcher builds one ``EmulatedCluster``
 host per layout host, each NIC shaped to ``nic_gbps * 1000 / D`` Mbit/s and ``latency_us * D``
 with D the scenario's ``realrun.dilation``, runs the scheduler on host 0, and points every node
@@ -24,7 +24,7 @@ from realrun.emulated.machine_load import LoadSampler
 from realrun.emulated.netns import NetnsCommandError, namespace_pids, run_command
 from realrun.launching.launch import child_environ
 from realrun.launching.local_launcher import LocalProcess
-from simscale.cluster import Layout, layout
+from simscale.model.cluster import Layout, layout
 
 MBIT_PER_GBIT = 1000.0
 # TCP small queues: how many bytes one socket may have in its host's qdisc. The kernel default

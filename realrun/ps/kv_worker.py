@@ -1,7 +1,7 @@
 """The worker side of the KVStore (MXNet's KVStoreDist, ps-lite's KVWorker): init, push, pull
 and pushpull of whole arrays, each returning a handle to ``wait()`` on.
 
-An array (one key) is cut into server slices by ``simscale.sharding.assign_key``, the same
+An array (one key) is cut into server slices by ``simscale.spec.sharding.assign_key``, the same
 function the simulator uses, so the bytes each server receives here are the bytes it is
 predicted to receive there. Requests are only queued here; the Postoffice's I/O thread sends
 them in priority order and many stay in flight at once. This module never touches zmq.
@@ -16,7 +16,7 @@ from realrun.ps.message import Flag, Kind, Message
 from realrun.ps.optimizer import SGD
 from realrun.ps.postoffice import Postoffice, server_peer
 from realrun.ps.tracker import Handle
-from simscale.sharding import DEFAULT_BIGARRAY_BOUND, Slice, assign_key
+from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND, Slice, assign_key
 
 
 class KVWorker:

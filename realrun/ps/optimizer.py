@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-# What a CONFIGURE may set: the scenario's ranges (simscale.scenario.OptimizerConfig); the
+# What a CONFIGURE may set: the scenario's ranges (simscale.spec.scenario.OptimizerConfig); the
 # gradient rescale is 1 / GPUs, at least 1 / (64 GPUs x 100,000 hosts).
 _RANGES = {
     "learning_rate": (1e-12, 1000.0),
@@ -61,7 +61,7 @@ class SGD:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SGD:
         """From a CONFIGURE body; ValueError for a value outside the scenario's ranges
-        (simscale.scenario.OptimizerConfig), so no peer can set ``learning_rate: 1e30``."""
+        (simscale.spec.scenario.OptimizerConfig), so no peer can set ``learning_rate: 1e30``."""
         values = {}
         for name, (low, high) in _RANGES.items():
             value = data[name]

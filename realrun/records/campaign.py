@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from realrun.emulated.machine_load import read_cpu_ticks
 from realrun.launching.execute import LaunchOptions, run_scenario
 from realrun.records.record import RecordError, load_record
-from simscale.config import ConfigError, read_yaml
+from simscale.spec.config import ConfigError, read_yaml
 
 INVALID_RETRIES = 1  # a run marked invalid is tried this many more times
 QUIET_BUSY = 0.30  # before a run, wait until this machine's CPUs are at most this busy...
@@ -132,7 +132,7 @@ def _scenario_path(text: str, campaign: Path, where: str) -> Path:
 
 
 def _scenario_name(path: Path) -> str:
-    from simscale.scenario import load_scenario
+    from simscale.spec.scenario import load_scenario
 
     return load_scenario(str(path)).name or path.stem
 
@@ -238,7 +238,7 @@ def run_campaign(
 def _run_with_retries(
     planned: PlannedRun, target: Path, options: LaunchOptions, timeout_s: float
 ) -> dict[str, Any]:
-    from simscale.scenario import ScenarioError
+    from simscale.spec.scenario import ScenarioError
 
     outcome: dict[str, Any] = {"run": planned.name, "scenario": planned.scenario}
     for attempt in range(1 + INVALID_RETRIES):

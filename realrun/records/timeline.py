@@ -1,6 +1,6 @@
 """Measured timelines: the spans realrun's workers record, shipped to the launcher and written
-in the simulator's Chrome-trace / Perfetto layout (``simscale.trace``), so a measured iteration
-opens beside the predicted one.
+in the simulator's Chrome-trace / Perfetto layout (``simscale.report.trace``), so a measured
+iteration opens beside the predicted one.
 
 Clocks: every worker reads its clock just after the job-wide barrier before training and
 reports the reading with its hostname. Workers on worker 0's machine (local and emulated
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from realrun.records.msgtrace import TRACE_DIR_VARIABLE  # one folder for every trace of a run
-from simscale.trace import PhaseSpan, write_trace
+from simscale.report.trace import PhaseSpan, write_trace
 
 RANK_TRACE_VARIABLE = "REALRUN_TRACE"
 WAIT_THREAD = "wait for weights"  # a worker's waits happen inside its forward: own thread

@@ -2,7 +2,7 @@
 
 The network and parameter-server path stay real (the same KVWorker, Postoffice, servers and
 bytes); only the device is replaced by a timeline. Per-layer forward and backward seconds come
-from the simulator's compute model (``simscale.compute.layer_times`` with the default
+from the simulator's compute model (``simscale.model.compute.layer_times`` with the default
 ``CostModel``), multiplied by the time dilation D. Gradients are fixed, seeded float32 arrays
 of each key's real size, pushed the moment their layer's backward "finishes", last layer first,
 and each layer's next forward waits only for its own keys: the push/pull pattern of
@@ -12,7 +12,7 @@ A host with G emulated GPUs runs them as one timeline (they compute in parallel 
 Summing a key over the G GPUs and copying the pulled weights back to them are *not* done as
 numpy work: their cost on the emulated host would be this machine's memory speed, not the
 emulated one's. They are replayed as time instead, with the simulator's own formulas
-(``simscale.worker.HostCopies``): the sum on a serial copy engine between backward and push,
+(``simscale.model.worker.HostCopies``): the sum on a serial copy engine between backward and push,
 the broadcast on another as each pull arrives; a layer's forward waits for its keys' broadcast
 (time waiting for it counts as exposed communication, as in the simulator's breakdown).
 """
@@ -32,16 +32,16 @@ from realrun.ps.kv_worker import KVWorker
 from realrun.ps.optimizer import SGD
 from realrun.ps.tracker import Handle
 from realrun.records.record import IterationTiming
-from simscale.cluster import layout
-from simscale.compute import layer_times
-from simscale.costs import CostModel
-from simscale.hardware import GPUS
-from simscale.worker import HostCopies
+from simscale.model.cluster import layout
+from simscale.model.compute import layer_times
+from simscale.model.worker import HostCopies
+from simscale.spec.costs import CostModel
+from simscale.spec.hardware import GPUS
 
 PULL_WAIT_LIMIT_S = 300.0  # as realrun.training.worker_loop: only bounds a wedged job
 BARRIER_WAIT_LIMIT_S = 120.0
 GRADIENT_SCALE = 1e-3  # synthetic gradients: small enough that SGD weights stay finite
-TIMES_SOURCE = "simscale.compute.layer_times with the default CostModel"
+TIMES_SOURCE = "simscale.model.compute.layer_times with the default CostModel"
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class EmulatedTrainer:
             "device": "emulated",
             "device_name": f"emulated {d.gpu}",
             "replicas": d.gpus,
-            "gradient_aggregation": "replayed as time (simscale.worker.HostCopies)",
+            "gradient_aggregation": "replayed as time (simscale.model.worker.HostCopies)",
             "time_dilation": d.dilation,
             "emulated_compute_s_per_iteration": d.iteration_s / d.dilation,
             "keys": len(d.key_elements),

@@ -85,7 +85,7 @@ def make_network(
     concurrent TCP flows (log-normal weights per host pair and busy period, drawn from ``seed``;
     0: equal max-min shares). Same-host copies use none of these. ``routes`` gives each host
     pair's flows their links and per-link multiplicities (a symmetry-reduced cluster,
-    simscale.symmetry); only the fair-share model takes it.
+    simscale.model.symmetry); only the fair-share model takes it.
     """
     try:
         cls = NETWORK_KINDS[kind]

@@ -219,7 +219,7 @@ def solve_rounds(
     ``links`` (F, K) uses the sentinel's index as padding; ``bound`` (F,) uses ``inf`` for none;
     ``weight`` (F,) is each entry's flow count (see ``max_min_fair``), default 1; a (F, K)
     weight gives each entry its own count on each link it crosses (a symmetry class standing for
-    copies that share one link and spread over many of another, simscale.symmetry).
+    copies that share one link and spread over many of another, simscale.model.symmetry).
     """
     n_ext = cap_ext.shape[0]
     sentinel = n_ext - 1
@@ -341,7 +341,7 @@ def solve_grouped(
     a negative weight cancels part of a group's load on that link), and, when ``group[i] = g``
     (>= 0), every link of ``group_links[g]`` with ``group_weight[i]`` flows more. That is how a
     representative worker's flow stands for the same flow leaving (or reaching) every worker
-    host (simscale.symmetry): a group of F flows over L links costs O(F + L) per round instead
+    host (simscale.model.symmetry): a group of F flows over L links costs O(F + L) per round instead
     of O(F * L). Every rate is capped at ``bound``. Same rounds as ``solve_rounds``: one per
     distinct fill level, where an entry freezes once a link it loads (net weight > 0) fills.
     """

@@ -141,7 +141,7 @@ class FairShareNetwork:
         if routes is not None and share_sigma > 0:
             raise ValueError("weighted routes (symmetry classes) need equal shares: share_sigma 0")
         # How a host pair's flows load the links: None is the physical path, each flow once;
-        # a symmetry-reduced cluster (simscale.symmetry) gives each link its own multiplicity.
+        # a symmetry-reduced cluster (simscale.model.symmetry) gives each link its own multiplicity.
         self._routes = routes
         self.env = env
         self.topology = topology

@@ -223,6 +223,6 @@ def format_advice(a: Advice) -> str:
     if a.compute_assumed:
         out.append(
             f"\ncompute assumed, not fitted, for {', '.join(a.compute_assumed)} (no published "
-            "point for it; simscale/costs.py): the shapes on it rest on a guess"
+            "point for it; simscale/spec/costs.py): the shapes on it rest on a guess"
         )
     return "\n".join(out)

@@ -1,5 +1,5 @@
 """The Python API a notebook calls: ``simscale.predict``, ``simscale.sweep``, ``simscale.compare``,
-``simscale.advise``, ``simscale.schema``.
+``simscale.advise``, ``simscale.spec.schema``.
 
     import simscale
     r = simscale.predict("scenarios/64gpu.yaml", set={"kvstore.servers": 16})
@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simscale.profile import Profile
-from simscale.results import Result
-from simscale.scenario import Scenario
+from simscale.report.results import Result
+from simscale.spec.profile import Profile
+from simscale.spec.scenario import Scenario
 from simscale.whatif.grid import parse_grid
 from simscale.whatif.rows import METRIC_COLUMNS
 from simscale.whatif.sweep import costs_for, load_base, point_scenario, run_sweep
@@ -38,7 +38,7 @@ def set_texts(settings: Settings) -> list[str]:
 
 
 def _settings_pairs(settings: Settings) -> list[tuple[str, Any]]:
-    from simscale.config import parse_override
+    from simscale.spec.config import parse_override
 
     pairs = []
     for text in set_texts(settings):
@@ -50,7 +50,7 @@ def _settings_pairs(settings: Settings) -> list[tuple[str, Any]]:
 def load_profile_like(profile: str | Path | Profile | None) -> Profile | None:
     if profile is None or isinstance(profile, Profile):
         return profile
-    from simscale.profile import load_profile
+    from simscale.spec.profile import load_profile
 
     return load_profile(profile)
 

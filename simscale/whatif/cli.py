@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from simscale.config import integer_at_least
-from simscale.outputs import check_figure, check_writable
+from simscale.report.outputs import check_figure, check_writable
+from simscale.spec.config import integer_at_least
 from simscale.whatif.errors import WhatIfError
 
 AddScenarioArgs = Callable[..., None]
@@ -126,7 +126,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def _load_profile(args: argparse.Namespace) -> Any:
     if args.profile is None:
         return None
-    from simscale.profile import load_profile
+    from simscale.spec.profile import load_profile
 
     return load_profile(args.profile)
 
@@ -298,7 +298,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
-    from simscale.schema import schema
+    from simscale.spec.schema import schema
 
     text = json.dumps(schema(), indent=2) + "\n"
     if args.output is None:

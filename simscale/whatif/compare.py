@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simscale.config import to_mapping
-from simscale.profile import Profile
-from simscale.results import Result
-from simscale.scenario import Scenario
+from simscale.report.results import Result
+from simscale.spec.config import to_mapping
+from simscale.spec.profile import Profile
+from simscale.spec.scenario import Scenario
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 from simscale.whatif.rows import result_row
@@ -48,7 +48,7 @@ def vs_label(text: str, index: int) -> tuple[str, str]:
 
 def parse_vs(text: str) -> list[tuple[str, Any]]:
     """``"kvstore.mode=allreduce,kvstore.servers=null"`` -> [(path, value), ...]."""
-    from simscale.config import ConfigError, parse_override
+    from simscale.spec.config import ConfigError, parse_override
 
     out = []
     for part in _SETTING_SPLIT.split(text):

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from simscale.config import ConfigError, parse_override
+from simscale.spec.config import ConfigError, parse_override
 from simscale.whatif.errors import WhatIfError
 
 MAX_VALUES_PER_AXIS = 100_000
@@ -218,7 +218,7 @@ def _unwrap(tp: Any) -> Any:
 def check_field_path(path: str, option: str = "--vary") -> None:
     """WhatIfError naming the bad part (with a did-you-mean) unless ``path`` is a scenario
     field such as ``cluster.hosts[0].nic_gbps``."""
-    from simscale.scenario import Scenario
+    from simscale.spec.scenario import Scenario
 
     try:
         parts, _ = parse_override(f"{path}=0")

@@ -3,7 +3,7 @@ in money — samples per dollar, and with ``training.dataset_samples`` and ``tra
 the time and cost to train.
 
 A host group's price is its ``usd_per_hour`` when the scenario gives one, else its instance
-preset's on-demand price (simscale.hardware, each with its source and the date it was read).
+preset's on-demand price (simscale.spec.hardware, each with its source and the date it was read).
 A group with neither makes the whole cluster's price unknown (None), never zero.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simscale import hardware
-from simscale.scenario import DIST_MODES, Scenario
+from simscale.spec import hardware
+from simscale.spec.scenario import DIST_MODES, Scenario
 
 SECONDS_PER_HOUR = 3600.0
 

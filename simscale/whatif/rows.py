@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from simscale.costs import CostModel
-from simscale.results import Result
-from simscale.scenario import Scenario
+from simscale.report.results import Result
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import Scenario
 from simscale.whatif.pricing import cost_fields
 
 METRIC_COLUMNS = (
@@ -77,7 +77,7 @@ def result_row(
 
 def assumed_compute(scenario: Scenario, costs: CostModel) -> dict[str, float]:
     """GPU/precision -> the assumed efficiency, for the scenario's workers whose compute the
-    ``costs`` (a fitted profile) hold no value for (simscale.costs.CostModel)."""
+    ``costs`` (a fitted profile) hold no value for (simscale.spec.costs.CostModel)."""
     precision = scenario.training.compute_precision
     return costs.unfitted_efficiencies(
         f"{g.resolved()[1]}/{precision}" for g in scenario.cluster.hosts

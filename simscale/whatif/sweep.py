@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simscale.config import ConfigError, apply_overrides, read_yaml
-from simscale.costs import CostModel
-from simscale.profile import Profile
-from simscale.scenario import Scenario, scenario_from_dict
+from simscale.spec.config import ConfigError, apply_overrides, read_yaml
+from simscale.spec.costs import CostModel
+from simscale.spec.profile import Profile
+from simscale.spec.scenario import Scenario, scenario_from_dict
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 from simscale.whatif.grid import Grid
@@ -49,7 +49,7 @@ def point_scenario(
     base: dict[str, Any], source: str, overrides: Sequence[tuple[str, Any]]
 ) -> Scenario:
     """The base YAML with ``overrides`` set, validated (ConfigError naming the field)."""
-    from simscale.scenario import _with_name
+    from simscale.spec.scenario import _with_name
 
     data = copy.deepcopy(base)
     texts = [f"{path}={json.dumps(value)}" for path, value in overrides]
@@ -65,7 +65,7 @@ def costs_for(s: Scenario, profile: Profile | None, force: bool) -> CostModel:
     """The named profile's costs where it applies (or forced), else what ``simscale predict``
     uses with no profile: the real-hardware profile for real accelerators, plain defaults
     otherwise."""
-    from simscale.profile import default_costs
+    from simscale.spec.profile import default_costs
 
     return profile.costs_for(s, force=force) if profile is not None else default_costs(s)[0]
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simscale.outputs import check_writable
+from simscale.report.outputs import check_writable
 from simscale.whatif.errors import WhatIfError
 
 FORMATS = (".csv", ".json", ".parquet")

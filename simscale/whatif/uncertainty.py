@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from simscale.costs import CostModel
-from simscale.profile import Profile, default_costs, default_profile
-from simscale.scenario import Scenario
+from simscale.spec.costs import CostModel
+from simscale.spec.profile import Profile, default_costs, default_profile
+from simscale.spec.scenario import Scenario
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 
@@ -87,7 +87,7 @@ def parameter_bounds(name: str) -> tuple[float, float]:
     """The values the CostModel accepts for ``name`` (draws are clipped into them)."""
     if name.startswith("compute_efficiency/"):
         return 1e-6, 1.0
-    from simscale.schema import field_bounds
+    from simscale.spec.schema import field_bounds
 
     for f in fields(CostModel):
         if f.name == name:

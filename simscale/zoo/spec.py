@@ -29,7 +29,7 @@ class ParamArray:
 @dataclass(frozen=True)
 class Layer:
     """A unit of compute with its forward FLOPs per sample (a multiply-add counts as 2 FLOPs) and
-    the parameter arrays it owns; backward is modelled from it (see simscale.compute)."""
+    the parameter arrays it owns; backward is modelled from it (see simscale.model.compute)."""
 
     name: str
     fwd_flops: float

@@ -14,7 +14,7 @@ classifier; its batch norms keep a gamma). Its parameter count (23,834,568) is t
 ``inception_model.py``, tensorflow/benchmarks fd87986 of 2017): no auxiliary head either, and
 every batch norm a shift only (``tf.contrib.layers.batch_norm``'s default ``scale=False``), so a
 convolution has two variables, its kernel and the norm's beta, which decides where TensorFlow's
-round-robin placement puts them (simscale.sharding).
+round-robin placement puts them (simscale.spec.sharding).
 
 One zoo Layer is one BasicConv2d (or the final ``fc``): the stem's max-pools go with the conv before
 them; an average pool that opens a branch goes with that branch's conv; a max-pool-only branch

@@ -1,0 +1,191 @@
+"""Ring and hierarchical all-reduce with tensor fusion: the alternative to a parameter server.
+
+Horovod's scheme (docs/tensor-fusion.rst, docs/timeline.rst): a coordinator starts a tensor's
+all-reduce once every worker has produced it; each cycle (``cycle_ms``) the tensors that are ready
+are fused into buffers of at most ``fusion_mb`` and reduced one collective at a time. A ring over
+N participants moves ``2(N-1)/N`` of the buffer through every link in ``2(N-1)`` steps. The
+hierarchical variant (HOROVOD_HIERARCHICAL_ALLREDUCE) reduce-scatters inside a host over NVLink,
+runs the ring between hosts, and all-gathers inside the host again. Horovod runs that middle
+step as one MPI_Allreduce per local rank, in host memory (the simulator's caller gives it their
+connections; the copies to and from host memory are not modelled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import simpy
+
+from simscale.des.serial import SerialQueue
+from simscale.network import Network
+from simscale.spec.hardware import GPUSpec
+
+# The latency of one ring hop inside a host, per NCCL's own cost model (NVIDIA/nccl
+# src/graph/tuning.cc, hwLat, ring algorithm, Simple protocol: 3.4 us over NVLink, 5.7 us over
+# PCIe). NCCL pipelines a collective in chunks, so a flat ring over N GPUs on W hosts pays each
+# hop's latency once along the chunks' path: 2(W-1) network hops and 2(N-W) hops inside hosts,
+# not 2(N-1) network round trips (the same model, ``nInterSteps`` against ``nsteps``).
+NVLINK_STEP_S = 3.4e-6
+PCIE_STEP_S = 5.7e-6
+
+
+def intra_host_step_s(gpu: GPUSpec) -> float:
+    """A ring hop's latency between two GPUs of one host: NVLink's where the GPUs' peer link is
+    faster than PCIe, else PCIe's."""
+    return NVLINK_STEP_S if gpu.peer_link_gbytes_per_s > gpu.host_link_gbytes_per_s else PCIE_STEP_S
+
+
+@dataclass
+class _Ready:
+    it: int
+    key: int
+    nbytes: float
+    count: int
+    done: list[tuple[float, Callable[[float], None]]]
+
+
+class AllReduce:
+    """The coordinator and the collectives for all workers of one job."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        net: Network,
+        worker_hosts: tuple[int, ...],
+        gpus: int,
+        peer_link_Bps: float,
+        key_bytes: list[float],
+        algorithm: str,
+        fusion_bytes: float,
+        cycle_s: float,
+        message_overhead_s: float,
+        step_latency_s: float,
+        on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
+        connection_Bps: float = 0.0,
+        tensor_overhead_s: float = 0.0,
+        intra_step_s: float = NVLINK_STEP_S,
+    ) -> None:
+        self.env = env
+        self.net = net
+        self.hosts = worker_hosts
+        self.gpus = gpus
+        self.peer_link_Bps = peer_link_Bps
+        self.key_bytes = key_bytes
+        self.algorithm = algorithm
+        self.fusion_bytes = fusion_bytes
+        self.cycle_s = cycle_s
+        self.msg_s = message_overhead_s
+        self.step_latency_s = step_latency_s  # one ring hop's latency between hosts
+        self.intra_step_s = intra_step_s  # one ring hop's latency inside a host (NCCL's model)
+        # Trace hook: ((iteration, key) pairs, bytes, start, end) of each fused collective.
+        self.on_buffer = on_buffer
+        # Real-cluster costs (simscale.spec.costs): the most a host's transport moves to the ring's
+        # next host (its connections, NCCL's socket transport, EFA's share; 0: only the NIC
+        # share limits it), and the coordinator's per-tensor cost.
+        self.connection_Bps = connection_Bps
+        # Each host's transport at that ceiling, one collective after another (all hosts alike).
+        self.transport = SerialQueue(env, "ring.transport")
+        self.tensor_overhead_s = tensor_overhead_s
+        self.pending: dict[tuple[int, int], _Ready] = {}
+        self.queue: list[_Ready] = []
+        self.wakeup: simpy.Event = env.event()
+        env.process(self._cycle())
+
+    def communicate(self, worker: int, it: int, key: int, done: Callable[[float], None]) -> None:
+        """Worker ``worker`` has key ``key``'s gradient for iteration ``it``."""
+        entry = self.pending.get((it, key))
+        now = self.env.now
+        if entry is None:
+            entry = self.pending[(it, key)] = _Ready(it, key, self.key_bytes[key], 0, [])
+        entry.count += 1
+        entry.done.append((now, done))
+        if entry.count == len(self.hosts):
+            del self.pending[(it, key)]
+            self.queue.append(entry)
+            if not self.wakeup.triggered:
+                self.wakeup.succeed()
+
+    def _cycle(self) -> simpy.events.ProcessGenerator:
+        while True:
+            if not self.queue:
+                self.wakeup = self.env.event()
+                yield self.wakeup
+            if self.cycle_s > 0:
+                yield self.env.timeout(self.cycle_s)
+            while self.queue:
+                batch, total = [], 0.0
+                while self.queue and (
+                    not batch or total + self.queue[0].nbytes <= self.fusion_bytes
+                ):
+                    entry = self.queue.pop(0)
+                    batch.append(entry)
+                    total += entry.nbytes
+                if self.tensor_overhead_s > 0:
+                    yield self.env.timeout(len(batch) * self.tensor_overhead_s)
+                started = self.env.now
+                yield from self._allreduce(total)
+                if self.on_buffer is not None:
+                    keys = [(e.it, e.key) for e in batch]
+                    self.on_buffer(keys, total, started, self.env.now)
+                for entry in batch:
+                    last = max(t for t, _ in entry.done)
+                    for t, done in entry.done:
+                        done(last - t)  # this worker waited for the last one to be ready
+
+    def _allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
+        w, g = len(self.hosts), self.gpus
+        if self.algorithm == "hierarchical" or w == 1:
+            intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps if g > 1 else 0.0
+            yield self.env.timeout(intra / 2)  # reduce-scatter inside the host
+            if w > 1:
+                yield from self._ring(w, nbytes / w, 0.0)
+            yield self.env.timeout(intra / 2)  # all-gather inside the host
+        else:
+            n = w * g
+            chunk = nbytes / n
+            yield from self._ring(
+                w,
+                chunk,
+                chunk / self.peer_link_Bps if g > 1 else 0.0,
+                steps=2 * (n - 1),
+                network_steps=2 * (w - 1),
+            )
+
+    def _ring(
+        self,
+        w: int,
+        chunk_bytes: float,
+        intra_step_s: float,
+        steps: int | None = None,
+        network_steps: int | None = None,
+    ) -> simpy.events.ProcessGenerator:
+        """``steps`` ring steps, each host sending ``chunk_bytes`` to the next per step, of which
+        ``network_steps`` hops cross the network (the rest stay inside a host).
+
+        A bandwidth-bound ring keeps every link busy from the first step to the last, so the
+        steps are sent as one stream per host (``steps * chunk`` bytes, all hosts at once,
+        sharing the network with any other traffic) and each hop's fixed cost is added: the
+        alpha-beta model T = sum of alphas + steps * chunk / beta (Thakur et al. 2005), a network
+        hop's alpha being its latency and send cost, a hop inside a host NCCL's (module doc).
+        This keeps a 512-GPU ring at W transfers per collective instead of 2(N-1) * W.
+        """
+        steps = 2 * (w - 1) if steps is None else steps
+        network_steps = steps if network_steps is None else network_steps
+        sends = [
+            self.net.transfer(self.hosts[i], self.hosts[(i + 1) % w], steps * chunk_bytes)
+            for i in range(w)
+        ]
+        if intra_step_s > 0:
+            sends.append(self.env.timeout(steps * intra_step_s))
+        if self.connection_Bps > 0 and w > 1:
+            # Each host's steps leave through its transport, which cannot go faster than this.
+            sends.append(self.transport.run(steps * chunk_bytes / self.connection_Bps))
+        yield self.env.all_of(sends)
+        # Each network hop but the last also waits one latency for its chunk, and pays a send
+        # cost; each hop inside a host its (much smaller) latency.
+        alpha_s = self.step_latency_s + self.msg_s
+        fixed_s = (network_steps - 1) * alpha_s + self.msg_s if network_steps > 0 else 0.0
+        fixed_s += (steps - network_steps) * self.intra_step_s
+        if steps > 1 and fixed_s > 0:
+            yield self.env.timeout(fixed_s)

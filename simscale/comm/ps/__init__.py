@@ -1,0 +1,1 @@
+"""The parameter-server protocol: the servers, and TensorFlow's step barrier."""

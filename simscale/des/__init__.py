@@ -1,0 +1,1 @@
+"""The discrete-event core beneath the model: serial and shared queues on SimPy."""

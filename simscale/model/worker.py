@@ -1,0 +1,216 @@
+"""A worker host's iteration: forward waits per layer for its keys, backward pushes as it goes.
+
+One worker process drives all GPUs of its host (MXNet's convention). Backward produces gradients
+last layer first; each key is aggregated over the host's GPUs (into CPU memory over PCIe for
+``dist_sync``, on the GPUs over their peer links for ``*_device``), pushed to its server slices,
+pulled back, and broadcast to the GPUs; the forward of layer l in the next iteration waits only
+for layer l's keys. What the worker spends blocked in forward is the exposed communication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from simscale.des.serial import CorePool, SerialQueue
+
+
+@dataclass
+class WorkerStats:
+    """What one worker measured, per iteration."""
+
+    starts_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)
+    blocked_s: list[float] = field(default_factory=list)
+    waited_for_others_s: list[float] = field(default_factory=list)
+    input_wait_s: list[float] = field(default_factory=list)  # waiting for decoded images
+
+
+@dataclass
+class Span:
+    """A timed activity for the Chrome trace: who, what, when."""
+
+    track: str
+    name: str
+    start_s: float
+    end_s: float
+    iteration: int
+
+
+class LayerGate:
+    """Per-layer readiness of one worker's keys: the forward of a layer waits on it."""
+
+    __slots__ = ("env", "event", "pending", "waited_for_others_s")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.pending = 0
+        self.event: simpy.Event | None = None
+        self.waited_for_others_s = 0.0
+
+    def open_for(self, keys: int) -> None:
+        self.pending = keys
+        self.event = self.env.event()
+        self.waited_for_others_s = 0.0
+
+    def key_done(self, waited_for_others_s: float) -> None:
+        self.waited_for_others_s = max(self.waited_for_others_s, waited_for_others_s)
+        self.pending -= 1
+        if self.pending == 0 and self.event is not None:
+            self.event.succeed()
+
+
+class Worker:
+    """One worker host's training loop; ``communicate(it, key, done)`` is the transport hook
+    (parameter server or all-reduce) that calls ``done(waited_for_others_s)`` when the key's new
+    weights are back in the GPUs."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        rank: int,
+        layer_keys: list[list[int]],
+        fwd_s: np.ndarray,
+        bwd_s: np.ndarray,
+        jitter: np.ndarray,
+        communicate: Callable[[int, int, Callable[[float], None]], None],
+        overlap_loss: float,
+        spans: list[Span] | None,
+        on_start: Callable[[int], None],
+        next_batch: Callable[[], simpy.Event] | None = None,
+    ) -> None:
+        self.env = env
+        self.next_batch = next_batch  # the host's input pipeline; None: synthetic data
+        self.rank = rank
+        self.layer_keys = layer_keys
+        self.fwd_s = fwd_s
+        self.bwd_s = bwd_s
+        self.jitter = jitter  # per iteration: slowest GPU's compute-time factor on this host
+        self.communicate = communicate
+        self.overlap_loss = overlap_loss
+        self.spans = spans
+        self.gates = [LayerGate(env) for _ in layer_keys]
+        self.stats = WorkerStats()
+        self.on_start = on_start  # told when this worker starts each iteration
+
+    def run(self, iterations: int, start_delay_s: float = 0.0) -> simpy.events.ProcessGenerator:
+        env = self.env
+        track = f"worker{self.rank}"
+        if start_delay_s > 0:
+            yield env.timeout(start_delay_s)
+        for it in range(iterations):
+            self.stats.starts_s.append(env.now)
+            self.on_start(it)
+            factor = float(self.jitter[it])
+            compute = blocked = others = 0.0
+            if self.next_batch is not None:
+                t0 = env.now
+                yield self.next_batch()
+                self.stats.input_wait_s.append(env.now - t0)
+            for layer, gate in enumerate(self.gates):
+                if gate.event is not None and not gate.event.triggered:
+                    t0 = env.now
+                    yield gate.event
+                    wait = env.now - t0
+                    blocked += wait
+                    others += min(wait, gate.waited_for_others_s)
+                    if self.spans is not None:
+                        self.spans.append(Span(track, f"wait layer {layer}", t0, env.now, it))
+                dt = self.fwd_s[layer] * factor
+                if dt > 0:
+                    if self.spans is not None:
+                        self.spans.append(Span(track, f"fwd {layer}", env.now, env.now + dt, it))
+                    yield env.timeout(dt)
+                    compute += dt
+            bwd_end = env.now + float(self.bwd_s.sum()) * factor
+            for layer in range(len(self.gates) - 1, -1, -1):
+                dt = self.bwd_s[layer] * factor
+                if dt > 0:
+                    if self.spans is not None:
+                        self.spans.append(Span(track, f"bwd {layer}", env.now, env.now + dt, it))
+                    yield env.timeout(dt)
+                    compute += dt
+                keys = self.layer_keys[layer]
+                if keys:
+                    self.gates[layer].open_for(len(keys))
+                    delay = self.overlap_loss * (bwd_end - env.now)
+                    for key in keys:
+                        self._start(it, layer, key, delay)
+            self.stats.compute_s.append(compute)
+            self.stats.blocked_s.append(blocked)
+            self.stats.waited_for_others_s.append(others)
+
+    def _start(self, it: int, layer: int, key: int, delay_s: float) -> None:
+        gate = self.gates[layer]
+        t0 = self.env.now + delay_s
+
+        def done(waited_for_others_s: float) -> None:
+            if self.spans is not None:
+                self.spans.append(
+                    Span(f"worker{self.rank} comm", f"key {key}", t0, self.env.now, it)
+                )
+            gate.key_done(waited_for_others_s)
+
+        if delay_s > 0:
+            self.env.timeout(delay_s).callbacks.append(lambda _e: self.communicate(it, key, done))
+        else:
+            self.communicate(it, key, done)
+
+
+class HostCopies:
+    """The GPU<->CPU copy engine of one host, for aggregating and broadcasting a key."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        rank: int,
+        gpus: int,
+        on_cpu: bool,
+        device_mode: bool,
+        host_link_Bps: float,
+        peer_link_Bps: float,
+        merge_s_per_byte: float,
+        cores: CorePool | None = None,
+        big_bytes: float = float("inf"),
+        reduction_threads: int = 1,
+        to_host: bool = True,
+    ) -> None:
+        self.queue = SerialQueue(env, f"worker{rank}.copies", cores)
+        # Seconds per byte for a key summed on the GPUs to cross to host memory (and back): a
+        # dist_*_device worker pushes it from there (ps-lite sends CPU buffers); MXNet's
+        # single-host "device" kvstore updates and broadcasts it on the GPUs (CommDevice).
+        self.device_host_s_per_byte = 1.0 / host_link_Bps if to_host else 0.0
+        # MXNet sums a big array (at least ``big_bytes``) with several CPU threads
+        # (MXNET_KVSTORE_REDUCTION_NTHREADS); simscale.spec.costs.worker_reduction_threads.
+        self.big_bytes = big_bytes
+        self.reduction_threads = reduction_threads
+        self.gpus = gpus
+        self.on_cpu = on_cpu
+        self.device_mode = device_mode
+        self.host_link_Bps = host_link_Bps
+        self.peer_link_Bps = peer_link_Bps
+        self.merge_s_per_byte = merge_s_per_byte
+
+    def reduce_s(self, nbytes: float) -> float:
+        """Seconds to sum a key over the host's GPUs into the CPU buffer that is pushed."""
+        if self.on_cpu:
+            # CPU "GPUs": gradients already live in host memory; only the sum remains.
+            return (self.gpus - 1) * nbytes * self.merge_s_per_byte
+        if self.device_mode:
+            return nbytes * ((self.gpus - 1) / self.peer_link_Bps + self.device_host_s_per_byte)
+        threads = self.reduction_threads if nbytes >= self.big_bytes else 1
+        return (
+            self.gpus * nbytes / self.host_link_Bps
+            + (self.gpus - 1) * nbytes * self.merge_s_per_byte / threads
+        )
+
+    def broadcast_s(self, nbytes: float) -> float:
+        """Seconds to copy a pulled key back to every GPU of the host."""
+        if self.on_cpu:
+            return 0.0
+        if self.device_mode:
+            return nbytes * (self.device_host_s_per_byte + (self.gpus - 1) / self.peer_link_Bps)
+        return self.gpus * nbytes / self.host_link_Bps

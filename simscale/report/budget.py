@@ -1,0 +1,87 @@
+"""How long a simulation would take, estimated before it starts, so ``predict`` can refuse one
+that would run for hours instead of hanging.
+
+The simulator's work is its events. Each message of the push/pull protocol (a key slice a
+worker pushes, its acknowledgement, the pull request and the reply) costs a handful of events
+(copies, NIC transfers, server threads); a scenario's events are then about
+
+    workers x key slices x iterations x EVENTS_PER_SLICE
+
+where a key slice is a whole small array or one server's part of a big one (simscale.spec.sharding).
+With the fair-share network model every event re-solves the rates of the flows in progress, so
+an event costs more the more hosts there are. Both constants were measured on this project's
+build machine (2 shared cores, 2026-11-22) with the shipped scenarios and a 16..1024-host sweep:
+
+- events per (worker, slice, iteration): 5.3 to 13.0 over the shipped scenarios (all-reduce
+  0.6), so 14 bounds them from above;
+- events per second: 100k-300k for up to 64 hosts; with fair sharing 75k at 64 hosts, 26k at
+  256, 5.4k at 1024, i.e. about 150k / (1 + hosts / 40); FIFO links stay near 60k-230k.
+
+The estimate is deliberately coarse and the refusal threshold generous (two hours at those
+rates): it exists to stop a mistyped scenario from spinning for a day, not to predict run time.
+A faster simulator only makes it more generous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simscale.spec.scenario import Scenario
+
+EVENTS_PER_SLICE = 14.0  # upper end of the measured 5.3-13.0 events per slice message round
+EVENTS_PER_S = 150_000.0  # simulator events per second at a few hosts (measured, see above)
+FAIRSHARE_HOSTS_SCALE = 40.0  # fair sharing: per-event cost grows as 1 + hosts / this
+REFUSE_ABOVE_S = 2 * 3600.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimated work of one simulation and what it is made of."""
+
+    workers: int
+    slices: int  # key slices one worker pushes per iteration
+    iterations: int  # at most: warm-up + measured + the one that closes the last
+    events: float
+    seconds: float
+
+    @property
+    def too_long(self) -> bool:
+        return self.seconds > REFUSE_ABOVE_S
+
+    def explain(self) -> str:
+        """Why the scenario is refused and how to make it smaller, in one line."""
+        return (
+            f"the simulation would take about {self.seconds / 3600:.1f} hours "
+            f"(~{self.events:.2g} events: {self.workers:,} workers x {self.slices:,} key "
+            f"slices x {self.iterations:,} iterations), more than the "
+            f"{REFUSE_ABOVE_S / 3600:.0f} hours predict allows; reduce "
+            "simulation.measured_iterations and warmup_iterations, the number of hosts, "
+            "or the key slices (fewer kvstore.servers, a larger kvstore.bigarray_bound), "
+            "or use simulation.network_model: fifo"
+        )
+
+
+def key_slices(scenario: Scenario) -> int:
+    """Messages one worker pushes per iteration: one per small array, one per server for each
+    array at or above the big-array bound (as simscale.spec.sharding splits them)."""
+    arrays = scenario.model.spec().arrays
+    servers = scenario.num_servers
+    bound = scenario.kvstore.bigarray_bound
+    if servers <= 1:
+        return len(arrays)
+    return sum(servers if a.elements >= bound else 1 for a in arrays)
+
+
+def estimate(scenario: Scenario) -> Estimate:
+    """The estimated events and seconds of simulating ``scenario`` (without building it)."""
+    sim = scenario.simulation
+    workers = scenario.num_workers
+    slices = key_slices(scenario)
+    iterations = sim.warmup_iterations + sim.measured_iterations + 1
+    events = float(workers) * slices * iterations * EVENTS_PER_SLICE
+    rate = EVENTS_PER_S
+    if sim.network_model == "fairshare":
+        dedicated = scenario.cluster.server_hosts
+        hosts = workers + (dedicated.count if dedicated is not None else 0)
+        rate /= 1.0 + hosts / FAIRSHARE_HOSTS_SCALE
+    return Estimate(workers, slices, iterations, events, events / rate)

@@ -1,0 +1,206 @@
+"""Hardware presets: accelerators and cloud instances, each number with its public source.
+
+Peak figures are vendor data-sheet numbers. What a device *achieves* on a real model is a separate,
+named efficiency (simscale.model.compute) that calibration may override; keeping the two apart
+is what lets a profile fitted on one machine leave other presets alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TFLOPS = 1e12
+GBPS_BYTES = 1e9  # 1 GB/s in bytes/s
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One accelerator (or a CPU socket share standing in for one)."""
+
+    name: str
+    peak_fp32_tflops: float
+    peak_fp16_tflops: float
+    host_link_gbytes_per_s: float  # GPU <-> host memory (PCIe), bytes moved per second / 1e9
+    peer_link_gbytes_per_s: float  # GPU <-> GPU inside a host (NVLink, or PCIe peer-to-peer)
+    memory_gib: float
+    source: str
+
+    def peak_flops(self, precision: str) -> float:
+        """Peak FLOP/s at ``precision`` (fp16 and bf16 use the half-precision peak)."""
+        tflops = self.peak_fp32_tflops if precision == "fp32" else self.peak_fp16_tflops
+        return tflops * TFLOPS
+
+
+# PCIe 3.0 x16: 8 GT/s x 16 lanes x 128b/130b = 15.75 GB/s per direction (PCI-SIG PCIe 3.0 spec).
+PCIE3_X16_GBYTES = 15.75
+# PCIe 4.0 x16 doubles it; PCIe 5.0 x16 doubles again (PCI-SIG).
+PCIE4_X16_GBYTES = 31.5
+PCIE5_X16_GBYTES = 63.0
+
+GPUS: dict[str, GPUSpec] = {
+    g.name: g
+    for g in (
+        # One GK210 die, which EC2 (p2) exposes as one GPU: a K80 board is 2 dies with
+        # 8.73 TFLOPS FP32 at boost (NVIDIA Tesla K80 data sheet). No fast FP16 on Kepler.
+        GPUSpec(
+            "K80",
+            4.365,
+            4.365,
+            PCIE3_X16_GBYTES,
+            PCIE3_X16_GBYTES,
+            12,
+            "NVIDIA Tesla K80 data sheet (per GK210 die, boost)",
+        ),
+        # Tesla P100 SXM2: 10.6 FP32 / 21.2 FP16 TFLOPS; NVLink 1.0 160 GB/s (NVIDIA P100 data
+        # sheet).
+        GPUSpec(
+            "P100", 10.6, 21.2, PCIE3_X16_GBYTES, 160.0, 16, "NVIDIA Tesla P100 SXM2 data sheet"
+        ),
+        # Tesla V100 SXM2: 15.7 FP32, 125 tensor-core FP16 TFLOPS; NVLink 2.0 300 GB/s
+        # (NVIDIA V100 data sheet). p3 instances use the SXM2 part.
+        GPUSpec(
+            "V100", 15.7, 125.0, PCIE3_X16_GBYTES, 300.0, 16, "NVIDIA Tesla V100 SXM2 data sheet"
+        ),
+        # A100 SXM4: 19.5 FP32, 312 dense FP16 tensor TFLOPS; NVLink 3 600 GB/s; PCIe 4.0
+        # (NVIDIA A100 data sheet).
+        GPUSpec("A100", 19.5, 312.0, PCIE4_X16_GBYTES, 600.0, 40, "NVIDIA A100 SXM4 data sheet"),
+        # H100 SXM5: 67 FP32, 989 dense FP16 tensor TFLOPS; NVLink 4 900 GB/s; PCIe 5.0
+        # (NVIDIA H100 data sheet).
+        GPUSpec("H100", 67.0, 989.0, PCIE5_X16_GBYTES, 900.0, 80, "NVIDIA H100 SXM5 data sheet"),
+        # A CPU worker thread for realrun's CPU world. One AVX2 core: 2 FMA units x 8 FP32
+        # lanes x 2 FLOPs x ~2.5 GHz = 80 GFLOP/s peak; what PyTorch achieves on it is the
+        # calibrated efficiency. Gradients already live in host memory, hence the high link.
+        GPUSpec(
+            "cpu",
+            0.08,
+            0.08,
+            10.0,
+            10.0,
+            8,
+            "AVX2 core: 2 FMA x 8 lanes x 2 FLOP x 2.5 GHz (Intel optimization manual)",
+        ),
+    )
+}
+
+
+# Since NCCL 2.4.8 (June 2019) the socket transport reads the NIC's PCI vendor and, on AWS's
+# ENA (0x1d0f), runs 2 threads of 8 sockets to each peer instead of one socket (NVIDIA/nccl
+# src/transport/net_socket.cc, ncclNetSocketGetNsockNthread; 4 x 1 on GCP's gVNIC). Every
+# instance preset is an AWS instance with an ENA NIC.
+AWS_NCCL_SOCKETS = 16
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """A cloud instance type: its accelerators, NIC and CPUs."""
+
+    name: str
+    gpus: int
+    gpu: str | None
+    nic_gbps: float
+    vcpus: int
+    source: str
+    # On-demand price per hour (Linux, US East) and where it was read; None where no public
+    # source could be checked (a scenario can give ``usd_per_hour`` itself).
+    usd_per_hour: float | None = None
+    price_source: str = ""
+    # How NCCL crosses the NIC by default: "efa" on instances with an Elastic Fabric Adapter,
+    # where AWS's NCCL plugin (aws/aws-ofi-nccl) maps NCCL's transport onto libfabric's reliable,
+    # OS-bypass messages, so no TCP connection's ceiling applies; "tcp" (sockets) elsewhere.
+    transport: str = "tcp"
+    # TCP sockets NCCL's socket transport opens to each ring neighbour by default
+    # (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD). Every preset here is an AWS instance.
+    nccl_sockets: int = AWS_NCCL_SOCKETS
+
+
+_AWS_P2 = "AWS EC2 P2 instance page (instance table)"
+_AWS_P3 = "AWS EC2 P3 instance page (instance table)"
+# AWS's own P2 briefing slides give the network bandwidth of each size "in a placement group":
+# p2.xlarge 1.25 Gbps, p2.8xlarge 10 Gbps, p2.16xlarge 20 Gbps. The 16xlarge preset keeps the
+# 25 Gbit/s of the instance table it cites (a 2018 copy of AWS's P2 page still said 20; the 2016
+# MXNet p2 rows set 20 themselves).
+_AWS_P2_2017 = (
+    "AWS GPU/FPGA briefing, March 2017, P2 table "
+    "(speakerdeck.com/porcaro33/gpu-fpga-briefing-plus-march-plus-2017)"
+)
+_AWS_C5N = "AWS EC2 C5n instance page (instance table)"
+_EFA = "; Elastic Fabric Adapter: NCCL over libfabric (aws/aws-ofi-nccl), transport efa"
+
+# Prices: on-demand USD per hour, Linux, US East (N. Virginia), as read on PRICES_READ_ON from
+# the public page named beside each. Cloud prices change; a scenario's ``usd_per_hour``
+# overrides the preset. Where no page listing the price could be found, the price is None
+# (unknown) rather than a remembered number.
+PRICES_READ_ON = "2026-11-22"
+_PRICE_P2 = (
+    "gist.github.com/slavivanov/9af05ba30f3f3d6e8c22253b052fec59 (2017-03-16, N. Virginia "
+    "on-demand table)"
+)
+_PRICE_P3_16 = (
+    "third-party: a README quoting 'AWS 8xV100 (~$24.48 on-demand)'; not checked against "
+    "AWS's own page"
+)
+_PRICE_C5_18 = (
+    "AWS EC2 Auto Scaling user guide, 'Spot price per unit hour example' (US East; AWS calls "
+    "the table example pricing)"
+)
+_PRICE_P5 = "wring.co/blog/aws-ec2-pricing-guide (2026-03-08)"
+_NO_PRICE = "no public price found here; set usd_per_hour in the scenario"
+
+INSTANCES: dict[str, InstanceSpec] = {
+    i.name: i
+    for i in (
+        InstanceSpec(
+            "p2.xlarge",
+            1,
+            "K80",
+            1.25,
+            4,
+            f"{_AWS_P2}; 'High' networking: 1.25 Gbit/s in a placement group ({_AWS_P2_2017})",
+            0.90,
+            _PRICE_P2,
+        ),
+        InstanceSpec("p2.8xlarge", 8, "K80", 10.0, 32, _AWS_P2, 7.20, _PRICE_P2),
+        InstanceSpec("p2.16xlarge", 16, "K80", 25.0, 64, _AWS_P2, 14.40, _PRICE_P2),
+        InstanceSpec(
+            "p3.2xlarge", 1, "V100", 10.0, 8, _AWS_P3 + "; 'up to 10 Gbit/s'", None, _NO_PRICE
+        ),
+        InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3, None, _NO_PRICE),
+        InstanceSpec("p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3, 24.48, _PRICE_P3_16),
+        InstanceSpec("p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3 + _EFA, None, _NO_PRICE, "efa"),
+        InstanceSpec(
+            "p4d.24xlarge",
+            8,
+            "A100",
+            400.0,
+            96,
+            "AWS EC2 P4 instance page" + _EFA,
+            None,
+            _NO_PRICE,
+            "efa",
+        ),
+        InstanceSpec(
+            "p5.48xlarge",
+            8,
+            "H100",
+            3200.0,
+            192,
+            "AWS EC2 P5 instance page" + _EFA,
+            98.32,
+            _PRICE_P5,
+            "efa",
+        ),
+        InstanceSpec(
+            "c5.18xlarge", 0, None, 25.0, 72, "AWS EC2 C5 instance page", 3.06, _PRICE_C5_18
+        ),
+        InstanceSpec(
+            "c5n.4xlarge", 0, None, 25.0, 16, _AWS_C5N + "; 'up to 25 Gbit/s'", None, _NO_PRICE
+        ),
+        InstanceSpec("c5n.9xlarge", 0, None, 50.0, 36, _AWS_C5N, None, _NO_PRICE),
+        InstanceSpec("c5n.18xlarge", 0, None, 100.0, 72, _AWS_C5N, None, _NO_PRICE),
+    )
+}
+
+# One-way NIC latency when a scenario gives none. Assumption, not a measurement: EC2 hosts in a
+# cluster placement group see round trips of the order of 50-100 us; 25 us per NIC gives a
+# 100 us round trip between two hosts. Calibration fits a latency factor on top.
+DEFAULT_LATENCY_US = 25.0

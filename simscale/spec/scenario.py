@@ -1,0 +1,550 @@
+"""The scenario file: one YAML document describing a cluster, a model and how it trains.
+
+Shared by the simulator, realrun and calibration. Loading validates everything up front; any
+problem becomes a ``ScenarioError`` whose message names the file, the field path, the bad value
+and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from simscale import zoo
+from simscale.spec import hardware
+from simscale.spec.config import (
+    ConfigError,
+    above,
+    apply_overrides,
+    between,
+    count_in,
+    from_mapping,
+    read_yaml,
+    to_mapping,
+)
+from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND
+
+ScenarioError = ConfigError
+
+Mode = Literal[
+    "local",
+    "device",
+    "dist_sync",
+    "dist_async",
+    "dist_sync_device",
+    "dist_async_device",
+    "allreduce",
+]
+DIST_MODES = ("dist_sync", "dist_async", "dist_sync_device", "dist_async_device")
+
+# Physical ranges of the numbers a scenario may hold. Generous on purpose (a scenario for next
+# decade's hardware must still load), but bounded, so that an absurd or mistyped value (10^12
+# hosts, a NIC of 5e-324 Gbit/s, a batch of 1e308) is refused with a clear line instead of
+# exhausting memory or spinning the simulator. The largest clusters built so far have about
+# 10^5 GPUs; the fastest NICs sold run at 800 Gbit/s; light crosses the Earth in ~70 ms.
+MAX_HOSTS = 100_000  # worker hosts in all groups together, and servers
+MAX_GPUS_PER_HOST = 64
+MIN_NIC_GBPS, MAX_NIC_GBPS = 0.001, 100_000.0  # 1 Mbit/s .. 100 Tbit/s
+MAX_LATENCY_US = 1_000_000.0  # one second one-way
+MAX_CPU_CORES = 4096
+MAX_ARRAY_ELEMENTS = 10**11  # 400 GB in fp32: larger than any single tensor trained today
+MAX_LAYER_GFLOPS = 1e6  # forward GFLOP per sample of one layer (a whole GPT-3 pass: ~3.5e2/token)
+MAX_BATCH_PER_GPU = 1_000_000
+MAX_ITERATIONS = 1_000_000
+MAX_SEED = 2**63 - 1  # numpy's Generator takes any non-negative integer; this bounds its size
+MAX_MB = 1e6  # buffers and windows, in MB (1 TB)
+MAX_MS = 1e6  # cycles, in ms (1000 s)
+MAX_NCCL_SOCKETS = 64  # NCCL's MAX_SOCKETS (src/transport/net_socket.cc)
+
+
+def _known(name: str, choices: Sequence[str], what: str) -> None:
+    if name not in choices:
+        close = difflib.get_close_matches(name, list(choices), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "known: " + ", ".join(sorted(choices))
+        raise ConfigError("", f"unknown {what} {name!r} ({hint})")
+
+
+def _known_at(path: str, name: str, choices: Sequence[str], what: str) -> None:
+    try:
+        _known(name, choices, what)
+    except ConfigError as e:
+        raise ConfigError(path, e.problem) from None
+
+
+def _network_and_cpu(
+    preset: hardware.InstanceSpec | None,
+    nic_gbps: float | None,
+    latency_us: float | None,
+    cpu_cores: int | None,
+) -> tuple[float, float, int]:
+    """(NIC Gbit/s, one-way latency us, CPU cores): explicit values, else the preset's (cores:
+    half the vCPUs, i.e. physical cores), else the defaults."""
+    nic = nic_gbps if nic_gbps is not None else preset.nic_gbps  # type: ignore[union-attr]
+    lat = latency_us if latency_us is not None else hardware.DEFAULT_LATENCY_US
+    cores = cpu_cores if cpu_cores is not None else (preset.vcpus // 2 if preset else 8)
+    return nic, lat, cores
+
+
+# Checks shared by worker and server host groups (a host is a host, whoever runs on it).
+NIC_GBPS = between(MIN_NIC_GBPS, MAX_NIC_GBPS, "Gbit/s")
+LATENCY_US = between(0.0, MAX_LATENCY_US, "us, one-way per NIC")
+CPU_CORES = count_in(1, MAX_CPU_CORES)
+USD_PER_HOUR = between(0.0, 10_000.0, "USD per host-hour")
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """``count`` identical worker hosts: an instance preset, or GPUs and NIC given explicitly
+    (explicit fields override the preset's)."""
+
+    count: int = field(metadata=count_in(1, MAX_HOSTS, "hosts"))
+    instance: str | None = None
+    gpus_per_host: int | None = field(default=None, metadata=count_in(1, MAX_GPUS_PER_HOST))
+    gpu: str | None = None
+    nic_gbps: float | None = field(default=None, metadata=NIC_GBPS)
+    latency_us: float | None = field(default=None, metadata=LATENCY_US)
+    cpu_cores: int | None = field(default=None, metadata=CPU_CORES)
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(default=None, metadata=USD_PER_HOUR)
+    # Worker processes per host, each driving gpus_per_host / workers_per_host GPUs. 1 is
+    # MXNet's layout: one worker sums its GPUs' gradients before they leave the host. The
+    # host's GPU count is one worker per GPU, as TensorFlow's parameter_server and
+    # PyTorch-style PS jobs run: every GPU pushes and pulls the whole model over the host's NIC.
+    workers_per_host: int = field(default=1, metadata=count_in(1, MAX_GPUS_PER_HOST))
+    # How the NIC carries collectives: "tcp" sockets, whose single connection has a throughput
+    # ceiling of its own (costs.connection_gbps) and whose host moves at most
+    # costs.socket_host_gbps; "rdma" (InfiniBand, RoCE with NCCL's IB transport), where the NIC
+    # moves the bytes at the link's rate; or "efa" (AWS's Elastic Fabric Adapter through its
+    # libfabric plugin), whose ring reaches costs.efa_ring_share of the link. Unset: the
+    # instance preset's (efa on EFA instances), else tcp. All-reduce only: a parameter server's
+    # connections are TCP either way (ps-lite's ZMQ van, gRPC).
+    transport: Literal["tcp", "rdma", "efa"] | None = None
+
+    def validate(self) -> None:
+        self._validate_hardware()
+        gpus = self.resolved()[0]
+        if gpus % self.workers_per_host:
+            raise ConfigError(
+                "workers_per_host",
+                f"got {self.workers_per_host}, expected a divisor of the host's {gpus} GPUs "
+                "(every worker drives the same number of GPUs)",
+            )
+
+    def _validate_hardware(self) -> None:
+        if self.instance is not None:
+            _known_at("instance", self.instance, list(hardware.INSTANCES), "instance")
+            preset = hardware.INSTANCES[self.instance]
+            if preset.gpus == 0 and self.gpus_per_host is None:
+                raise ConfigError(
+                    "instance",
+                    f"{self.instance!r} has no GPUs, expected a GPU instance for "
+                    "worker hosts (or set gpus_per_host and gpu)",
+                )
+        else:
+            for name in ("gpus_per_host", "gpu", "nic_gbps"):
+                if getattr(self, name) is None:
+                    raise ConfigError(name, "missing, expected it (or an instance preset)")
+        if self.gpu is not None:
+            _known_at("gpu", self.gpu, list(hardware.GPUS), "gpu")
+
+    def _preset(self) -> hardware.InstanceSpec | None:
+        return hardware.INSTANCES.get(self.instance) if self.instance else None
+
+    def resolved(self) -> tuple[int, str, float, float, int]:
+        """(gpus, gpu name, nic Gbit/s, one-way latency us, cpu cores) after applying presets."""
+        p = self._preset()
+        gpus = self.gpus_per_host if self.gpus_per_host is not None else p.gpus  # type: ignore[union-attr]
+        gpu = self.gpu if self.gpu is not None else p.gpu  # type: ignore[union-attr]
+        return (
+            gpus,
+            str(gpu),
+            *_network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores),
+        )
+
+    def resolved_nccl_sockets(self) -> int:
+        """The TCP sockets NCCL opens per ring neighbour by default on these hosts: the
+        instance preset's (16 on AWS), else 1."""
+        p = self._preset()
+        return p.nccl_sockets if p is not None else 1
+
+    def resolved_transport(self) -> str:
+        """ "tcp", "rdma" or "efa": the group's own, else its instance preset's, else tcp."""
+        if self.transport is not None:
+            return self.transport
+        p = self._preset()
+        return p.transport if p is not None else "tcp"
+
+
+@dataclass(frozen=True)
+class ServerHostGroup:
+    """Dedicated parameter-server hosts (placement: dedicated)."""
+
+    count: int = field(metadata=count_in(1, MAX_HOSTS, "hosts"))
+    instance: str | None = None
+    nic_gbps: float | None = field(default=None, metadata=NIC_GBPS)
+    latency_us: float | None = field(default=None, metadata=LATENCY_US)
+    cpu_cores: int | None = field(default=None, metadata=CPU_CORES)
+    # Price of one host per hour; overrides the instance preset's on-demand price.
+    usd_per_hour: float | None = field(default=None, metadata=USD_PER_HOUR)
+
+    def validate(self) -> None:
+        if self.instance is not None:
+            _known_at("instance", self.instance, list(hardware.INSTANCES), "instance")
+        elif self.nic_gbps is None:
+            raise ConfigError("nic_gbps", "missing, expected it (or an instance preset)")
+
+    def resolved(self) -> tuple[float, float, int]:
+        """(nic Gbit/s, one-way latency us, cpu cores) after applying the preset."""
+        p = hardware.INSTANCES.get(self.instance) if self.instance else None
+        return _network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Worker host groups, optional dedicated server hosts, and the switch core."""
+
+    hosts: tuple[HostGroup, ...]
+    server_hosts: ServerHostGroup | None = None
+    # Ratio of the hosts' total NIC bandwidth to the core's capacity; 1 = non-blocking.
+    core_oversubscription: float = field(default=1.0, metadata=between(1.0, 1000.0))
+    # All processes of all hosts share this many CPU cores (an emulated cluster on one
+    # machine); unset, every process has CPU of its own.
+    shared_cpu_cores: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES))
+
+    def validate(self) -> None:
+        if not self.hosts:
+            raise ConfigError("hosts", "empty, expected at least one host group")
+        total = sum(g.count for g in self.hosts)
+        if total > MAX_HOSTS:
+            raise ConfigError(
+                "hosts", f"{total:,} worker hosts in all, expected at most {MAX_HOSTS:,}"
+            )
+
+
+@dataclass(frozen=True)
+class ArrayConfig:
+    """One parameter array of an explicitly described model."""
+
+    name: str
+    elements: int = field(metadata=count_in(1, MAX_ARRAY_ELEMENTS))
+    fwd_gflops: float = field(
+        default=0.0, metadata=between(0.0, MAX_LAYER_GFLOPS, "GFLOP per sample")
+    )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A zoo model by name, or explicit parameter arrays (each array its own layer)."""
+
+    name: str | None = None
+    arrays: tuple[ArrayConfig, ...] | None = None
+
+    def validate(self) -> None:
+        if (self.name is None) == (self.arrays is None):
+            raise ConfigError("", "expected exactly one of 'name' (a zoo model) or 'arrays'")
+        if self.name is not None:
+            _known_at("name", self.name, zoo.names(), "model")
+        if self.arrays is not None and not self.arrays:
+            raise ConfigError("arrays", "empty, expected at least one array")
+
+    def spec(self) -> zoo.ModelSpec:
+        """The model's parameter arrays and per-layer FLOPs."""
+        if self.name is not None:
+            return zoo.get(self.name)
+        assert self.arrays is not None
+        layers = tuple(
+            zoo.Layer(a.name, a.fwd_gflops * 1e9, (zoo.ParamArray(a.name, (a.elements,)),))
+            for a in self.arrays
+        )
+        return zoo.ModelSpec("custom", layers, source="explicit arrays in the scenario")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """SGD with momentum and weight decay, applied on the servers (MXNet's updater)."""
+
+    learning_rate: float = field(default=0.1, metadata=above(0.0, 1000.0))
+    momentum: float = field(default=0.9, metadata=between(0.0, 0.999))
+    weight_decay: float = field(default=1e-4, metadata=between(0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    batch_per_gpu: int = field(metadata=count_in(1, MAX_BATCH_PER_GPU, "samples"))
+    # "fp16": the network itself is cast to half precision (MXNet's net.cast('float16'), NVIDIA's
+    # --dtype float16), so gradients travel as fp16. "amp": automatic mixed precision (torch
+    # autocast and apex O1, TensorFlow's AMP rewrite and Keras' mixed_float16, MXNet's
+    # contrib.amp, Paddle's mixed_precision.decorate): fp16 math on fp32 weights, so gradients
+    # and weights travel as fp32, twice fp16's bytes.
+    precision: Literal["fp32", "fp16", "amp"] = "fp32"
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Samples in one epoch and epochs to train: with both, results report time and cost to train.
+    dataset_samples: int | None = field(default=None, metadata=count_in(1, 10**13, "samples"))
+    epochs: float | None = field(default=None, metadata=above(0.0, 1e6, "epochs"))
+    # Where samples come from: "synthetic" tensors already on the GPUs (benchmark scripts'
+    # default), or "images" read and decoded on each host's CPU cores
+    # (simscale.model.input_pipeline).
+    data: Literal["synthetic", "images"] = "synthetic"
+    # With images: the threads (or loader processes) each training process decodes with, as its
+    # script sets them (gluon-cv's --data-nthreads, MXNet's preprocess_threads). None: the
+    # processes on a host share all of its cores. A process never gets more than its share.
+    data_threads: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES, "threads"))
+
+    @property
+    def compute_precision(self) -> str:
+        """The precision the GPUs compute in (its peak and efficiency): amp computes in fp16."""
+        return "fp16" if self.precision == "amp" else self.precision
+
+    @property
+    def gradient_precision(self) -> str:
+        """The precision gradients and weights cross the network in: amp keeps fp32 weights."""
+        return "fp32" if self.precision == "amp" else self.precision
+
+
+@dataclass(frozen=True)
+class CompressionConfig:
+    """MXNet's 2-bit gradient compression (worker→server only)."""
+
+    type: Literal["none", "2bit"] = "none"
+    threshold: float = field(default=0.5, metadata=above(0.0, 1e6))
+
+
+@dataclass(frozen=True)
+class AllreduceConfig:
+    """Ring all-reduce in the style of Horovod, the alternative to a parameter server."""
+
+    algorithm: Literal["ring", "hierarchical"] = "hierarchical"
+    # Horovod's default buffer and cycle
+    fusion_mb: float = field(default=64.0, metadata=above(0.0, MAX_MB, "MB"))
+    cycle_ms: float = field(default=5.0, metadata=between(0.0, MAX_MS, "ms"))
+    # TCP sockets NCCL opens to each ring neighbour (NCCL_SOCKET_NTHREADS x
+    # NCCL_NSOCKS_PERTHREAD), each at most costs.connection_gbps. Unset: NCCL's own choice,
+    # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. tcp hosts only.
+    # The flat ring's only: hierarchical crosses hosts with MPI, a connection per local rank.
+    sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
+
+
+@dataclass(frozen=True)
+class KVStoreConfig:
+    mode: Mode = "dist_sync"
+    servers: int | None = field(default=None, metadata=count_in(1, MAX_HOSTS))
+    placement: Literal["colocated", "dedicated"] = "colocated"
+    bigarray_bound: int = field(
+        default=DEFAULT_BIGARRAY_BOUND, metadata=count_in(1, MAX_ARRAY_ELEMENTS, "elements")
+    )
+    gradient_compression: CompressionConfig = field(default_factory=CompressionConfig)
+    # How a worker's and a server's messages leave: "fifo" as MXNet over ps-lite (in order, per
+    # connection), or "priority" as P3/ByteScheduler (control first, then earliest layer).
+    scheduling: Literal["fifo", "priority"] = "fifo"
+    # With "priority": data bytes a connection may have in flight before later messages wait in
+    # the application queue (0: one message at a time, P3's credit; realrun uses 0.25).
+    send_window_mb: float = field(default=0.0, metadata=between(0.0, MAX_MB, "MB"))
+    # When a worker asks for a key's new weights: "after_ack" as MXNet (the pull depends on the
+    # push, whose ack the server sends after the update), or "with_push" as realrun's pushpull
+    # and BytePS (the request follows the push at once and waits at the server).
+    pull_request: Literal["after_ack", "with_push"] = "after_ack"
+    # The RPC stack the PS messages go through: "ps-lite" as MXNet (zmq sends tensors from their
+    # own buffers), or "grpc" as TensorFlow's parameter servers, whose server process copies every
+    # tensor byte through protobuf and gRPC buffers (costs.grpc_ns_per_byte). realrun speaks
+    # ps-lite only.
+    rpc: Literal["ps-lite", "grpc"] = "ps-lite"
+    # Which server holds each array kept whole (simscale.spec.sharding.place_keys): "hash" as MXNet
+    # (key * 9973 mod servers), or as TensorFlow's parameter servers place variables, "greedy"
+    # (each, in creation order, to the PS holding the fewest bytes: tf_cnn_benchmarks'
+    # parameter_server) or "round_robin" (to the PS tasks in turn after the global step: its
+    # distributed_replicated; use the model as TensorFlow builds it, e.g. inception_v3_tf).
+    # realrun places keys by MXNet's hash only.
+    key_placement: Literal["hash", "greedy", "round_robin"] = "hash"
+    # How a synchronous PS job waits for its workers: "key" as MXNet's dist_sync (a server
+    # merges every worker's push of a key, updates it once, then answers its pulls; TensorFlow's
+    # distributed_replicated alike, with a barrier per variable), or "step" as tf_cnn_benchmarks'
+    # parameter_server (each worker's gradient applied on its server as it comes, the workers
+    # meeting at a barrier at the end of the step, the next step reading every variable anew;
+    # simscale.comm.ps.step_barrier). realrun runs "key" only.
+    sync: Literal["key", "step"] = "key"
+    allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    warmup_iterations: int = field(default=2, metadata=count_in(0, MAX_ITERATIONS))
+    measured_iterations: int = field(default=10, metadata=count_in(1, MAX_ITERATIONS))
+    # Stop measuring early once the last iterations agree within this relative tolerance.
+    stable_tolerance: float = field(default=0.01, metadata=between(0.0, 1.0))
+    seed: int = field(default=0, metadata=count_in(0, MAX_SEED))
+    network_model: Literal["fairshare", "fifo"] = "fairshare"
+    # Relative standard deviation of each GPU's compute time per iteration (stragglers).
+    compute_jitter: float = field(default=0.0, metadata=between(0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class RealrunConfig:
+    """How realrun executes the scenario (ignored by the simulator)."""
+
+    compute: Literal["real", "emulated"] = "real"
+    # Where emulated compute takes its per-layer times: "measured" on this machine's device
+    # (realrun.training.compute_profile), "model" for the scenario's GPU
+    # (simscale.model.compute), "auto"
+    # =
+    # measured when the workers' GPU is "cpu" (the device here), model for an accelerator.
+    compute_times: Literal["auto", "measured", "model"] = "auto"
+    dilation: float = field(default=1.0, metadata=between(1.0, 10_000.0))
+    threads_per_worker: int = field(default=1, metadata=count_in(1, MAX_CPU_CORES))
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: ClusterConfig
+    model: ModelConfig
+    training: TrainingConfig
+    kvstore: KVStoreConfig = field(default_factory=KVStoreConfig)
+    simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    realrun: RealrunConfig = field(default_factory=RealrunConfig)
+    name: str = ""
+    description: str = ""
+
+    def validate(self) -> None:
+        kv = self.kvstore
+        n_hosts = self.num_worker_hosts
+        if self.training.data_threads is not None and self.training.data != "images":
+            raise ConfigError(
+                "training.data_threads",
+                f"got {self.training.data_threads} with training.data "
+                f"{self.training.data!r}, expected training.data 'images' (threads decode images)",
+            )
+        if kv.mode not in DIST_MODES:
+            for i, g in enumerate(self.cluster.hosts):
+                if g.workers_per_host > 1:
+                    raise ConfigError(
+                        f"cluster.hosts[{i}].workers_per_host",
+                        f"got {g.workers_per_host} with kvstore.mode {kv.mode!r}, expected 1: "
+                        "it applies to the parameter-server (dist_*) modes; all-reduce already "
+                        "runs one rank per GPU (ring) or per host (hierarchical)",
+                    )
+        if kv.mode in ("local", "device") and n_hosts != 1:
+            raise ConfigError(
+                "kvstore.mode",
+                f"got {kv.mode!r} with {n_hosts} worker hosts, expected a dist_* "
+                "mode (or allreduce) for more than one host",
+            )
+        if kv.sync == "step" and (
+            kv.mode not in ("dist_sync", "dist_sync_device") or kv.pull_request != "after_ack"
+        ):
+            raise ConfigError(
+                "kvstore.sync",
+                f"got 'step' with kvstore.mode {kv.mode!r} and pull_request "
+                f"{kv.pull_request!r}, expected mode dist_sync or dist_sync_device with "
+                "pull_request after_ack (a step barrier synchronises parameter-server workers "
+                "that read their weights after it)",
+            )
+        if kv.mode not in DIST_MODES:
+            return
+        if kv.placement == "colocated":
+            if kv.servers is not None and kv.servers > n_hosts:
+                raise ConfigError(
+                    "kvstore.servers",
+                    f"got {kv.servers}, expected at most {n_hosts} (one per "
+                    "worker host) with placement 'colocated'; use placement 'dedicated' and "
+                    "cluster.server_hosts for more",
+                )
+            if self.cluster.server_hosts is not None:
+                raise ConfigError(
+                    "cluster.server_hosts",
+                    "given, but kvstore.placement is 'colocated'; "
+                    "expected placement 'dedicated' to use dedicated server hosts",
+                )
+        else:
+            if self.cluster.server_hosts is None:
+                raise ConfigError(
+                    "cluster.server_hosts",
+                    "missing, expected dedicated server hosts because "
+                    "kvstore.placement is 'dedicated'",
+                )
+
+    # ---- derived facts every consumer needs ----
+
+    @property
+    def num_worker_hosts(self) -> int:
+        return sum(g.count for g in self.cluster.hosts)
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes: one per worker host as MXNet runs it, unless workers_per_host."""
+        return sum(g.count * g.workers_per_host for g in self.cluster.hosts)
+
+    @property
+    def num_servers(self) -> int:
+        """Server processes (0 outside the dist_* modes)."""
+        if self.kvstore.mode not in DIST_MODES:
+            return 0
+        if self.kvstore.servers is not None:
+            return self.kvstore.servers
+        if self.kvstore.placement == "dedicated":
+            assert self.cluster.server_hosts is not None
+            return self.cluster.server_hosts.count
+        return self.num_worker_hosts
+
+    def worker_groups(self) -> list[HostGroup]:
+        """The host group of each worker rank, in rank order (a host's workers together)."""
+        return [g for g in self.cluster.hosts for _ in range(g.count * g.workers_per_host)]
+
+    def gpus_per_worker(self, rank: int) -> int:
+        group = self.worker_groups()[rank]
+        return group.resolved()[0] // group.workers_per_host
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.resolved()[0] * g.count for g in self.cluster.hosts)
+
+    @property
+    def global_batch(self) -> int:
+        return self.num_gpus * self.training.batch_per_gpu
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data that ``scenario_from_dict`` reads back to an equal Scenario."""
+        return to_mapping(self)
+
+
+def _normalise(data: Any) -> Any:
+    # ``model: resnet50`` is shorthand for ``model: {name: resnet50}``.
+    if isinstance(data, dict) and isinstance(data.get("model"), str):
+        data = {**data, "model": {"name": data["model"]}}
+    return data
+
+
+def scenario_from_dict(data: Any, source: str | None = None) -> Scenario:
+    """Validate plain data (e.g. a run record's scenario) into a Scenario."""
+    try:
+        return from_mapping(Scenario, _normalise(data))
+    except ConfigError as e:
+        raise e.in_file(source) if source else e from None
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override (``--set path=value``) and validate the scenario in ``path``."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "",
+            f"expected a YAML mapping with sections cluster, model, training, "
+            f"got {type(data).__name__}",
+            str(path),
+        )
+    try:
+        data = apply_overrides(data, overrides)
+    except ConfigError as e:
+        raise e.in_file(str(path)) from None
+    scenario = scenario_from_dict(data, str(path))
+    if not scenario.name:
+        scenario = _with_name(scenario, Path(path).stem)
+    return scenario
+
+
+def _with_name(s: Scenario, name: str) -> Scenario:
+    from dataclasses import replace
+
+    return replace(s, name=name)

@@ -1,0 +1,1 @@
+"""Shared helpers of the test suite: paths, in-process realrun jobs, golden predictions."""
