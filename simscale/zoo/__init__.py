@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from simscale.zoo.registry import BUILDERS, register
 from simscale.zoo.spec import BYTES_PER_ELEMENT, Layer, ModelSpec, ParamArray
-
-_REGISTRY: dict[str, Callable[[], ModelSpec]] = {}
-
-
-def register(name: str) -> Callable[[Callable[[], ModelSpec]], Callable[[], ModelSpec]]:
-    """Decorator: make a zero-argument builder available as ``get(name)``."""
-
-    def wrap(builder: Callable[[], ModelSpec]) -> Callable[[], ModelSpec]:
-        _REGISTRY[name] = builder
-        return builder
-
-    return wrap
 
 
 def names() -> list[str]:
     _load_all()
-    return sorted(_REGISTRY)
+    return sorted(BUILDERS)
 
 
 _CACHE: dict[str, ModelSpec] = {}
@@ -30,10 +17,10 @@ _CACHE: dict[str, ModelSpec] = {}
 def get(name: str) -> ModelSpec:
     """The model ``name``; KeyError with the known names when there is none."""
     _load_all()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    if name not in BUILDERS:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(BUILDERS))}")
     if name not in _CACHE:
-        _CACHE[name] = _REGISTRY[name]()
+        _CACHE[name] = BUILDERS[name]()
     return _CACHE[name]
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     Step,
     adaptive_avg_pool2d,
@@ -25,6 +24,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 SOURCE = (

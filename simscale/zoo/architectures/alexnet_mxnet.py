@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     Step,
     conv2d,
@@ -26,6 +25,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 SOURCE = (

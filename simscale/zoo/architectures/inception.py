@@ -23,7 +23,6 @@ them; an average pool that opens a branch goes with that branch's conv; a max-po
 
 from __future__ import annotations
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     Pair,
     Shape,
@@ -40,6 +39,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 SOURCE = (

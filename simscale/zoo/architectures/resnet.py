@@ -13,7 +13,6 @@ goes with ``fc``.
 
 from __future__ import annotations
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     Shape,
     Step,
@@ -27,6 +26,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 SOURCE = (

@@ -8,7 +8,6 @@ seconds on one machine. Each has at least one array above 100 k elements so that
 
 from __future__ import annotations
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     batchnorm2d,
     conv2d,
@@ -18,6 +17,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 NUM_CLASSES = 10

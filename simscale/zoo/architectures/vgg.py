@@ -12,7 +12,6 @@ adaptive pool and flatten before the classifier go with ``classifier.0``.
 
 from __future__ import annotations
 
-from simscale.zoo import register
 from simscale.zoo.architectures.layers import (
     Step,
     adaptive_avg_pool2d,
@@ -24,6 +23,7 @@ from simscale.zoo.architectures.layers import (
     max_pool2d,
     relu,
 )
+from simscale.zoo.registry import register
 from simscale.zoo.spec import Layer, ModelSpec
 
 SOURCE = (
