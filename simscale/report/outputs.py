@@ -63,3 +63,11 @@ def timestamped(folder: Path, name: str, suffix: str) -> Path:
         path = folder / f"{name}-{stamp}-{n}{suffix}"
         n += 1
     return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

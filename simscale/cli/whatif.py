@@ -1,7 +1,7 @@
-"""The what-if subcommands of ``simscale``: sweep, compare, advise, schema.
+"""The what-if commands: ``simscale sweep``, ``compare`` and ``advise``.
 
-``simscale.cli`` registers them through ``add_parsers`` and runs them through ``COMMANDS``;
-each turns bad input into a WhatIfError or ConfigError, which the CLI prints as one line.
+They predict many scenarios at once through simscale.whatif (grid, executors, advice); each turns
+bad input into a WhatIfError or ConfigError, which ``main`` prints as one line.
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from simscale.cli.args import add_scenario_args
 from simscale.report.outputs import check_figure, check_writable
 from simscale.spec.config import integer_at_least
 from simscale.whatif.errors import WhatIfError
 
-AddScenarioArgs = Callable[..., None]
+ERRORS = (WhatIfError,)
 MAX_ROWS_SHOWN = 60
 
 
-def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep", help="predict every combination of varied fields: flat rows, charts, cost"
     )
@@ -76,10 +77,6 @@ def add_parsers(sub: Any, add_scenario_args: AddScenarioArgs) -> None:
     p.add_argument("--runners-up", type=integer_at_least(0), default=3, metavar="N")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
     _add_run_args(p)
-
-    p = sub.add_parser("schema", help="write the scenario JSON Schema (editor completion)")
-    p.add_argument("-o", "--output", type=Path, help="file to write (default: print it)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing file")
 
 
 def _add_space_args(p: argparse.ArgumentParser) -> None:
@@ -295,27 +292,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
-    import json
-
-    from simscale.spec.schema import schema
-
-    text = json.dumps(schema(), indent=2) + "\n"
-    if args.output is None:
-        sys.stdout.write(text)
-        return 0
-    if args.output.exists() and not args.force:
-        raise WhatIfError(f"{args.output}: exists; pass --force to overwrite it")
-    check_writable(args.output, "-o")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text, encoding="utf-8")
-    print(f"scenario schema written to {args.output}")
-    return 0
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sweep": cmd_sweep,
-    "schema": cmd_schema,
     "compare": cmd_compare,
     "advise": cmd_advise,
 }
