@@ -36,6 +36,13 @@ GROUP = "simscale.commands"
 HELP_ORDER = ("predict", "traces", "check", "models", "whatif", "schema")
 
 Command = Callable[[argparse.Namespace], int]
+# simscale's own distribution registers commands in this group, so finding none means metadata
+# written before the group existed: a checkout pulled but not installed again.
+STALE_METADATA = (
+    f"no commands are registered under the entry-point group {GROUP}, so those of other "
+    "packages are missing; if simscale is installed from a checkout, its metadata predates "
+    "them: run pip install -e . again"
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,9 @@ def load(plugins: Iterable[EntryPoint] | None = None) -> Registry:
     """This package's command modules, then those registered under ``GROUP`` (or ``plugins``)."""
     modules = [m for m in _builtin_modules() if _is_command_module(m)]
     problems = []
-    registered = entry_points(group=GROUP) if plugins is None else plugins
+    registered = list(entry_points(group=GROUP) if plugins is None else plugins)
+    if not registered and plugins is None:
+        problems.append(STALE_METADATA)
     for entry in _unique(registered):
         try:
             module = entry.load()

@@ -175,6 +175,18 @@ def test_a_module_without_commands_is_named(
     assert "json has no add_parsers() and COMMANDS dict" in capsys.readouterr().err
 
 
+def test_metadata_that_predates_the_group_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A checkout pulled but not installed again: its entry points lack the group altogether.
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    assert main(["models", "--json"]) == 0
+    assert capsys.readouterr().err == f"simscale: warning: {registry.STALE_METADATA}\n"
+    with pytest.raises(SystemExit) as stop:  # argparse: invalid choice
+        main(["calibrate", "-o", "p.yaml"])
+    assert stop.value.code == 2
+
+
 def test_the_same_plugin_exposed_twice_registers_once() -> None:
     # A checkout's own simscale.egg-info and the installed metadata can both list it.
     twice = plugins(plugin("calibration", "calibration.cli"))
