@@ -25,7 +25,7 @@ from simscale.model.input_pipeline import InputPipeline, batch_decode_s, loader_
 from simscale.model.stragglers import straggler_factor, synchronised_gpus
 from simscale.model.symmetry import TWO_BIT_RATIO
 from simscale.model.worker import HostCopies, Span, Worker
-from simscale.network import make_network
+from simscale.network import NetworkConfig, make_network
 from simscale.network.stream import Stream
 from simscale.report.results import Result, Utilization, WorkerResult
 from simscale.report.trace import KeyPhases
@@ -163,16 +163,15 @@ class Simulation:
         shared = s.cluster.shared_cpu_cores
         self.cores = CorePool(shared) if shared is not None else None
         self.topology = lay.topology(s.cluster.core_oversubscription)
-        self.net = make_network(
-            s.simulation.network_model,
-            env,
-            self.topology,
+        config = NetworkConfig(
             bandwidth_factor=costs.bandwidth_factor,
             latency_factor=costs.latency_factor,
             stream_max_Bps=self._ps_connection_Bps(),
             share_sigma=costs.tcp_share_sigma,
             seed=s.simulation.seed,
-            routes=self.reduction,
+        )
+        self.net = make_network(
+            s.simulation.network_model, env, self.topology, config, routes=self.reduction
         )
         mode = s.kvstore.mode
         bpe = BYTES_PER_ELEMENT[s.training.gradient_precision]
