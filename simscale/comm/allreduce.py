@@ -17,9 +17,14 @@ from dataclasses import dataclass
 
 import simpy
 
+from simscale.comm.communicator import Communicator, Done
 from simscale.des.serial import SerialQueue
-from simscale.network import Network
-from simscale.spec.hardware import GPUSpec
+from simscale.des.utilization import Utilization, busy_fraction
+from simscale.model.cluster import Layout
+from simscale.network import Network, Topology
+from simscale.spec.costs import CostModel
+from simscale.spec.hardware import GPUS, GPUSpec
+from simscale.spec.scenario import Scenario
 
 # The latency of one ring hop inside a host, per NCCL's own cost model (NVIDIA/nccl
 # src/graph/tuning.cc, hwLat, ring algorithm, Simple protocol: 3.4 us over NVLink, 5.7 us over
@@ -62,7 +67,8 @@ class AllReduce:
         message_overhead_s: float,
         step_latency_s: float,
         on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
-        connection_Bps: float = 0.0,
+        ceiling_gbps: float = 0.0,
+        ceiling_why: str = "",
         tensor_overhead_s: float = 0.0,
         intra_step_s: float = NVLINK_STEP_S,
     ) -> None:
@@ -82,8 +88,9 @@ class AllReduce:
         self.on_buffer = on_buffer
         # Real-cluster costs (simscale.spec.costs): the most a host's transport moves to the ring's
         # next host (its connections, NCCL's socket transport, EFA's share; 0: only the NIC
-        # share limits it), and the coordinator's per-tensor cost.
-        self.connection_Bps = connection_Bps
+        # share limits it; ring_host_cap) and what sets it, and the coordinator's per-tensor cost.
+        self.ceiling_gbps, self.ceiling_why = ceiling_gbps, ceiling_why
+        self.connection_Bps = ceiling_gbps * 1e9 / 8
         # Each host's transport at that ceiling, one collective after another (all hosts alike).
         self.transport = SerialQueue(env, "ring.transport")
         self.tensor_overhead_s = tensor_overhead_s
@@ -91,6 +98,61 @@ class AllReduce:
         self.queue: list[_Ready] = []
         self.wakeup: simpy.Event = env.event()
         env.process(self._cycle())
+
+    @classmethod
+    def for_scenario(
+        cls,
+        env: simpy.Environment,
+        net: Network,
+        topology: Topology,
+        layout: Layout,
+        scenario: Scenario,
+        costs: CostModel,
+        key_bytes: list[float],
+        on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
+    ) -> AllReduce:
+        """The all-reduce of ``scenario``'s workers on ``layout``: its hosts all alike, the
+        first one's GPUs and transport ceiling (``ring_host_cap``) stand for every one."""
+        first = layout.hosts[layout.worker_hosts[0]]
+        gpu = GPUS[str(first.gpu)]
+        ar = scenario.kvstore.allreduce
+        gbps, why = ring_host_cap(scenario, costs, first.gpus)
+        ends = layout.worker_hosts[0], layout.worker_hosts[-1]
+        return cls(
+            env,
+            net,
+            layout.worker_hosts,
+            first.gpus,
+            gpu.peer_link_gbytes_per_s * 1e9,
+            key_bytes,
+            ar.algorithm,
+            ar.fusion_mb * 1e6,
+            ar.cycle_ms * 1e-3,
+            costs.message_overhead_us * 1e-6,
+            topology.path_latency_s(*ends) * costs.latency_factor,
+            on_buffer=on_buffer,
+            ceiling_gbps=gbps,
+            ceiling_why=why,
+            tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
+            intra_step_s=intra_host_step_s(gpu),
+        )
+
+    def member(self, worker: int) -> Communicator:
+        """Worker ``worker``'s hook into the collectives."""
+        return _Member(self, worker)
+
+    def reset_counters(self) -> None:
+        self.transport.reset()
+
+    def utilization(self, t0: float, t1: float) -> list[Utilization]:
+        """The hosts' transport at its ceiling, where one limits the ring."""
+        if self.transport.busy_s <= 0:
+            return []
+        what = (
+            f"each host's ring between hosts at its {self.ceiling_gbps:.1f} Gbit/s "
+            f"({self.ceiling_why})"
+        )
+        return [busy_fraction(self.transport, t0, t1, "transport", what)]
 
     def communicate(self, worker: int, it: int, key: int, done: Callable[[float], None]) -> None:
         """Worker ``worker`` has key ``key``'s gradient for iteration ``it``."""
@@ -189,3 +251,60 @@ class AllReduce:
         fixed_s += (steps - network_steps) * self.intra_step_s
         if steps > 1 and fixed_s > 0:
             yield self.env.timeout(fixed_s)
+
+
+class _Member:
+    """One worker's side of the all-reduce: it only tells the coordinator a key is ready."""
+
+    __slots__ = ("allreduce", "worker")
+
+    def __init__(self, allreduce: AllReduce, worker: int) -> None:
+        self.allreduce = allreduce
+        self.worker = worker
+
+    def communicate(self, iteration: int, key: int, done: Done) -> None:
+        self.allreduce.communicate(self.worker, iteration, key, done)
+
+
+def ring_connections(scenario: Scenario, gpus_per_host: int) -> int:
+    """TCP connections a host's share of the ring between hosts leaves over. A flat ring is
+    NCCL's: the scenario's ``sockets``, else NCCL's default for the slowest host group (16 on
+    AWS's ENA since NCCL 2.4.8, else 1; simscale.spec.hardware). Horovod's hierarchical
+    all-reduce crosses hosts with MPI_Allreduce instead, one per local rank in parallel
+    (horovod/common/ops/nccl_operations.cc, NCCLHierarchicalAllreduce: NCCL reduce-scatter,
+    MPI_Allreduce on the CROSS communicator, NCCL all-gather), and Open MPI's TCP transport
+    keeps one connection per peer (btl_tcp_links 1): one per GPU of the host."""
+    if scenario.kvstore.allreduce.algorithm == "hierarchical":
+        return gpus_per_host
+    sockets = scenario.kvstore.allreduce.sockets
+    if sockets is not None:
+        return sockets
+    return min(g.resolved_nccl_sockets() for g in scenario.cluster.hosts)
+
+
+def ring_host_cap(scenario: Scenario, costs: CostModel, gpus_per_host: int) -> tuple[float, str]:
+    """The most one host's share of the ring between hosts moves besides its NIC share,
+    Gbit/s (0: nothing else limits it), and what sets it, by the slowest transport among
+    the worker hosts: over tcp, its connections (``ring_connections`` of
+    ``costs.connection_gbps`` each) and, for NCCL's flat ring, its socket transport's
+    ``costs.socket_host_gbps``; over efa, NCCL's ring reaches ``costs.efa_ring_share`` of
+    the slowest NIC; over rdma (InfiniBand, RoCE) nothing but the NIC. Horovod's
+    hierarchical variant crosses hosts with MPI, which NCCL's figures do not describe: only
+    its connections' ceiling."""
+    hosts = scenario.cluster.hosts
+    transports = {g.resolved_transport() for g in hosts}
+    flat = scenario.kvstore.allreduce.algorithm == "ring"
+    if "tcp" in transports:
+        n = ring_connections(scenario, gpus_per_host)
+        via = "NCCL" if flat else "MPI"
+        caps = [(n * costs.connection_gbps, f"{n} {via} TCP connection(s)")]
+        if flat:
+            caps.append((costs.socket_host_gbps, "NCCL's socket transport"))
+        return min(((c, why) for c, why in caps if c > 0), default=(0.0, ""))
+    if "efa" in transports and flat and costs.efa_ring_share < 1:
+        nic = min(g.resolved()[2] for g in hosts)
+        return (
+            costs.efa_ring_share * nic,
+            f"NCCL over EFA, {costs.efa_ring_share:.0%} of the NIC",
+        )
+    return 0.0, ""

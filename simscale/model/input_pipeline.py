@@ -19,6 +19,10 @@ from __future__ import annotations
 import simpy
 
 from simscale.des.serial import SerialQueue
+from simscale.des.utilization import Utilization, busy_fraction
+from simscale.model.cluster import Layout
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import Scenario
 
 # Batches a loader decodes ahead of the GPUs: MXNet's ImageRecordIter prefetch_buffer
 # default, 4 (mxnet.apache.org/api/python/docs/api/mxnet/io, ImageRecordIter parameters).
@@ -26,14 +30,16 @@ PREFETCH_BATCHES = 4
 
 
 class InputPipeline:
-    """One worker's data loader, decoding ``iterations`` batches in order."""
+    """Worker ``rank``'s data loader, decoding ``iterations`` batches in order."""
 
     def __init__(
-        self, env: simpy.Environment, name: str, batch_decode_s: float, iterations: int
+        self, env: simpy.Environment, rank: int, batch_decode_s: float, iterations: int
     ) -> None:
         self.env = env
+        self.rank = rank
         self.batch_decode_s = batch_decode_s
-        self.queue = SerialQueue(env, name)  # the decoding cores, busy while a batch is made
+        # The decoding cores, busy while a batch is made.
+        self.queue = SerialQueue(env, f"worker{rank}.input")
         self.ready = simpy.Store(env, capacity=PREFETCH_BATCHES)
         env.process(self._decode(iterations))
 
@@ -45,6 +51,36 @@ class InputPipeline:
     def next_batch(self) -> simpy.Event:
         """Fires when the next batch is decoded and handed to the GPUs."""
         return self.ready.get()
+
+    def reset_counters(self) -> None:
+        self.queue.reset()
+
+    def utilization(self, t0: float, t1: float) -> list[Utilization]:
+        what = f"worker {self.rank} input pipeline (host CPU cores decoding images)"
+        return [busy_fraction(self.queue, t0, t1, "input", what)]
+
+
+def worker_loader(
+    env: simpy.Environment,
+    scenario: Scenario,
+    costs: CostModel,
+    layout: Layout,
+    rank: int,
+    iterations: int,
+) -> InputPipeline | None:
+    """Worker ``rank``'s input pipeline when it trains on images: its share of its host's CPU
+    cores decoding its GPUs' batches (None for synthetic data). An all-reduce worker stands
+    for one process per GPU (Horovod's ranks), each with its own loader threads."""
+    s, decode_us = scenario, costs.decode_us_per_sample
+    if s.training.data != "images" or decode_us == 0:
+        return None
+    host = layout.hosts[layout.worker_hosts[rank]]
+    gpus = layout.gpus_of(rank)
+    processes = gpus if s.kvstore.mode == "allreduce" else 1
+    sharing = layout.worker_hosts.count(host.index) * processes
+    cores = loader_cores(host.cpu_cores, sharing, processes, s.training.data_threads)
+    batch_s = batch_decode_s(gpus * s.training.batch_per_gpu, decode_us, cores)
+    return InputPipeline(env, rank, batch_s, iterations)
 
 
 def batch_decode_s(samples: int, decode_us_per_sample: float, cores: float) -> float:

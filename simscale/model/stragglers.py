@@ -54,3 +54,12 @@ def straggler_factor(sigma: float, gpus: int) -> float:
     if sigma == 0.0:
         return 1.0
     return 1.0 + sigma * expected_max_of_normals(gpus)
+
+
+def gpu_jitter(rng: np.random.Generator, sigma: float, gpus: int, iterations: int) -> np.ndarray:
+    """Drawn per-iteration factors on a host's compute time (``simulation.compute_jitter``):
+    the host waits for its slowest GPU, the max of per-GPU log-normal factors; all ones for
+    sigma 0, drawing nothing."""
+    if sigma == 0:
+        return np.ones(iterations)
+    return rng.lognormal(0.0, sigma, size=(iterations, gpus)).max(axis=1)

@@ -16,6 +16,11 @@ import numpy as np
 import simpy
 
 from simscale.des.serial import CorePool, SerialQueue
+from simscale.des.utilization import Utilization, busy_fraction
+from simscale.spec.costs import CostModel
+from simscale.spec.hardware import GPUSpec
+from simscale.spec.scenario import Scenario
+from simscale.zoo import BYTES_PER_ELEMENT
 
 
 @dataclass
@@ -178,6 +183,7 @@ class HostCopies:
         reduction_threads: int = 1,
         to_host: bool = True,
     ) -> None:
+        self.rank = rank
         self.queue = SerialQueue(env, f"worker{rank}.copies", cores)
         # Seconds per byte for a key summed on the GPUs to cross to host memory (and back): a
         # dist_*_device worker pushes it from there (ps-lite sends CPU buffers); MXNet's
@@ -193,6 +199,36 @@ class HostCopies:
         self.host_link_Bps = host_link_Bps
         self.peer_link_Bps = peer_link_Bps
         self.merge_s_per_byte = merge_s_per_byte
+
+    @classmethod
+    def for_worker(
+        cls,
+        env: simpy.Environment,
+        rank: int,
+        gpus: int,
+        gpu: GPUSpec,
+        scenario: Scenario,
+        costs: CostModel,
+        cores: CorePool | None = None,
+    ) -> HostCopies:
+        """Worker ``rank``'s copy engine for its ``gpus`` GPUs of kind ``gpu``, as the
+        scenario's kvstore mode moves gradients (module doc)."""
+        mode = scenario.kvstore.mode
+        bpe = BYTES_PER_ELEMENT[scenario.training.gradient_precision]
+        return cls(
+            env,
+            rank,
+            gpus,
+            on_cpu=gpu.name == "cpu",
+            device_mode=mode.endswith("device"),
+            host_link_Bps=gpu.host_link_gbytes_per_s * 1e9,
+            peer_link_Bps=gpu.peer_link_gbytes_per_s * 1e9,
+            merge_s_per_byte=costs.server_merge_ns_per_byte * 1e-9,
+            cores=cores,
+            big_bytes=scenario.kvstore.bigarray_bound * bpe,
+            reduction_threads=costs.worker_reduction_threads,
+            to_host=mode != "device",
+        )
 
     def reduce_s(self, nbytes: float) -> float:
         """Seconds to sum a key over the host's GPUs into the CPU buffer that is pushed."""
@@ -214,3 +250,26 @@ class HostCopies:
         if self.device_mode:
             return nbytes * (self.device_host_s_per_byte + (self.gpus - 1) / self.peer_link_Bps)
         return self.gpus * nbytes / self.host_link_Bps
+
+    def reset_counters(self) -> None:
+        self.queue.reset()
+
+    def utilization(self, t0: float, t1: float) -> list[Utilization]:
+        """The copy engine's busy fraction, where it did any work at all."""
+        if self.queue.busy_s <= 0:
+            return []
+        what = f"worker {self.rank} GPU<->CPU copies and local aggregation"
+        return [busy_fraction(self.queue, t0, t1, "copies", what)]
+
+
+def async_start_delay_s(
+    rank: int, workers: int, compute_s: float, model_bytes: float, nic_Bps: float
+) -> float:
+    """When async worker ``rank`` of ``workers`` starts: out of phase, spread over one rough
+    iteration (compute plus pushing and pulling the model at line rate). Real async workers
+    drift apart at once (any noise does it, and nothing pulls them back into step); a
+    symmetric, deterministic simulation would otherwise keep them in lock-step, all pushing,
+    then all pulling, leaving each NIC direction idle half the time. (Sync workers all start
+    together.)"""
+    rough_s = compute_s + 2 * model_bytes / nic_Bps
+    return rough_s * rank / workers

@@ -12,9 +12,11 @@ from typing import Protocol
 
 import simpy
 
+from simscale.network.classes import Routes
+from simscale.network.config import NetworkConfig
 from simscale.network.fairshare import max_min_fair
 from simscale.network.fifo import FifoNetwork
-from simscale.network.flows import FairShareNetwork, Routes
+from simscale.network.flows import FairShareNetwork
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Nic, Topology, gbit_per_s
 
@@ -24,6 +26,7 @@ __all__ = [
     "FifoNetwork",
     "LinkStat",
     "Network",
+    "NetworkConfig",
     "Nic",
     "Routes",
     "Topology",
@@ -68,25 +71,13 @@ def make_network(
     kind: str,
     env: simpy.Environment,
     topology: Topology,
-    *,
-    bandwidth_factor: float = 1.0,
-    latency_factor: float = 1.0,
-    stream_max_Bps: float | None = None,
-    share_sigma: float = 0.0,
-    seed: int = 0,
+    config: NetworkConfig | None = None,
     routes: Routes | None = None,
 ) -> Network:
-    """Build the network model named ``kind`` on ``topology``.
-
-    ``bandwidth_factor`` scales every NIC and core capacity to what is usable (SimGrid's LV08
-    model uses 0.97), ``latency_factor`` scales every path latency; calibration fits both.
-    ``stream_max_Bps`` caps a single transfer's rate (one TCP stream often cannot fill a fast
-    NIC, BytePS OSDI'20 §4); None means no cap. ``share_sigma`` spreads the shares of
-    concurrent TCP flows (log-normal weights per host pair and busy period, drawn from ``seed``;
-    0: equal max-min shares). Same-host copies use none of these. ``routes`` gives each host
-    pair's flows their links and per-link multiplicities (a symmetry-reduced cluster,
-    simscale.model.symmetry); only the fair-share model takes it.
-    """
+    """Build the network model named ``kind`` on ``topology`` (``config``: its calibrated
+    factors, simscale.network.config; default: none). ``routes`` gives each host pair's flows
+    their links and per-link multiplicities (a symmetry-reduced cluster,
+    simscale.model.symmetry); only the fair-share model takes it."""
     try:
         cls = NETWORK_KINDS[kind]
     except KeyError:
@@ -95,21 +86,5 @@ def make_network(
     if routes is not None:
         if cls is not FairShareNetwork:
             raise ValueError(f"network kind {kind!r} cannot carry weighted routes")
-        return FairShareNetwork(
-            env,
-            topology,
-            bandwidth_factor=bandwidth_factor,
-            latency_factor=latency_factor,
-            stream_max_Bps=stream_max_Bps,
-            seed=seed,
-            routes=routes,
-        )
-    return cls(
-        env,
-        topology,
-        bandwidth_factor=bandwidth_factor,
-        latency_factor=latency_factor,
-        stream_max_Bps=stream_max_Bps,
-        share_sigma=share_sigma,
-        seed=seed,
-    )
+        return FairShareNetwork(env, topology, config, routes)
+    return cls(env, topology, config)

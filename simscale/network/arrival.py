@@ -39,3 +39,9 @@ class Call(Event):
         self._ok = True
         self._value = None
         env.schedule(self, priority, delay_s)
+
+
+def call_in(env: simpy.Environment, fn: Callable[[], None] | None, delay_s: float) -> None:
+    """Call ``fn()`` after ``delay_s`` (never synchronously inside ``transfer``); None: nothing."""
+    if fn is not None:
+        Call(env, lambda _e: fn(), delay_s)

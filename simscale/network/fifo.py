@@ -24,13 +24,9 @@ from dataclasses import dataclass
 
 import simpy
 
-from simscale.network.arrival import Arrival
-from simscale.network.flows import (
-    _notify_in,
-    check_factors,
-    check_share_sigma,
-    check_transfer,
-)
+from simscale.network.arrival import Arrival, call_in
+from simscale.network.config import NetworkConfig
+from simscale.network.flows import check_transfer
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
 
@@ -53,22 +49,16 @@ class FifoNetwork:
         self,
         env: simpy.Environment,
         topology: Topology,
-        *,
-        bandwidth_factor: float = 1.0,
-        latency_factor: float = 1.0,
-        stream_max_Bps: float | None = None,
-        share_sigma: float = 0.0,
-        seed: int = 0,
+        config: NetworkConfig | None = None,
     ) -> None:
-        # share_sigma and seed are accepted for the common contract and unused: a FIFO NIC
-        # serves whole messages in turn, it does not share its rate between flows.
-        check_factors(bandwidth_factor, latency_factor, stream_max_Bps)
-        check_share_sigma(share_sigma)
+        # The config's share_sigma and seed go unused: a FIFO NIC serves whole messages in
+        # turn, it does not share its rate between flows.
+        config = NetworkConfig() if config is None else config
         self.env = env
         self.topology = topology
-        self._latency_factor = latency_factor
-        self._stream_max_Bps = stream_max_Bps
-        self._cap = [c * bandwidth_factor for c in topology.link_capacities_Bps()]
+        self._latency_factor = config.latency_factor
+        self._stream_max_Bps = config.stream_max_Bps
+        self._cap = [c * config.bandwidth_factor for c in topology.link_capacities_Bps()]
         self._core = topology.core_link
         self._free_at_s = [env.now] * len(self._cap)
         self._intervals: list[list[_Busy]] = [[] for _ in self._cap]
@@ -128,12 +118,12 @@ class FifoNetwork:
         if src == dst:
             copy_s = self.topology.copy_time_s(nbytes)
             arrival.arrive_in(copy_s)
-            _notify_in(self.env, on_sent, copy_s)
+            call_in(self.env, on_sent, copy_s)
             return
         latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         if nbytes == 0:
             arrival.arrive_in(latency_s)
-            _notify_in(self.env, on_sent, 0.0)
+            call_in(self.env, on_sent, 0.0)
             return
         egress, ingress = 2 * src, 2 * dst + 1
         rate = min(self._cap[egress], self._cap[ingress])
@@ -150,7 +140,7 @@ class FifoNetwork:
         if self._core is not None:
             self._intervals[self._core].append(busy)
         arrival.arrive_in(end + latency_s - now)
-        _notify_in(self.env, on_sent, end - now)
+        call_in(self.env, on_sent, end - now)
 
     def link_stats(self) -> list[LinkStat]:
         """Bytes and busy time of every NIC direction (and the core) since ``reset_stats``."""

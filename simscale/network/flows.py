@@ -45,16 +45,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Protocol
 
 import numpy as np
 import simpy
 from simpy.events import Event
 
-from simscale.network.arrival import AFTER_NORMAL, Arrival, Call
-from simscale.network.fairshare import FloatArray, IntArray, solve_grouped, solve_rounds
-from simscale.network.fairshare_compiled import solve_grouped_compiled
-from simscale.network.refill import RefillSolver
+from simscale.network.arrival import AFTER_NORMAL, Arrival, Call, call_in
+from simscale.network.classes import PathClasses, Routes
+from simscale.network.config import NetworkConfig
+from simscale.network.solvers import choose_solver
 from simscale.network.stats import LinkStat
 from simscale.network.topology import Topology
 
@@ -62,46 +61,6 @@ from simscale.network.topology import Topology
 # absorbs the rounding of ``now + remaining / rate`` (ulp of a 1e4 s clock is ~2e-12 s) and moves a
 # completion by at most a nanosecond, far below any NIC latency.
 FINISH_TOLERANCE_S = 1e-9
-
-# Below this many live path classes a re-solve replays what it can of the previous one
-# (simscale.network.refill); at and above it the vectorised solver starts from scratch. On the
-# 64-GPU scenario, one iteration, replaying at every size took 14.4 s CPU at 32 hosts (up to 992
-# classes) and 125 s at 64 hosts (up to 4032), against 19.9 s and 146 s with the vectorised
-# solver from 512 classes up. Above 4096 classes (128 hosts and more) it is not measured.
-REFILL_MAX_CLASSES = 4096
-
-# Solved states the symmetric path's grouped solve keeps: emptied when full, so memory stays
-# bounded. The 64-GPU scenario needs 289 distinct states for 2,980 solves, 128 hosts 4,631 for
-# 19,465; at 256 hosts and more nearly every state is new (4% hits), and keeping them costs
-# memory (113 against 97 MiB at 1,024 hosts) and some time (13.9 against 13.2 CPU s at 256 hosts,
-# medians of 3) for 4% fewer solves.
-GROUPED_MEMO_ENTRIES = 8192
-# So the memo stops once it has proved useless: after this many look-ups, if fewer than
-# GROUPED_MEMO_MIN_HIT_RATE of them hit, it is dropped for the rest of the run. 128 hosts hit 43%
-# of their first 8,192 (the first iteration's states are all new), 256 hosts 5%.
-GROUPED_MEMO_PROBATION = 8192
-GROUPED_MEMO_MIN_HIT_RATE = 0.25
-
-
-class Routes(Protocol):
-    """Where a host pair's flows go and how many physical flows each one stands for per link
-    (simscale.network.fairshare.solve_grouped explains the groups)."""
-
-    @property
-    def width(self) -> int:
-        """The most links any route lists."""
-        ...
-
-    @property
-    def group_links(self) -> np.ndarray:
-        """(groups, links + 1) bool: the links each group's flows all load once more."""
-        ...
-
-    def route(self, src: int, dst: int) -> tuple[tuple[int, ...], tuple[float, ...], int]:
-        """The links a ``src`` -> ``dst`` flow loads, its multiplicity on each (negative:
-        cancels the group's load there), and its group (-1: none)."""
-        ...
-
 
 # A message waiting on a connection: its size, the event of its arrival, its ``on_sent``.
 _Message = tuple[float, Arrival, Callable[[], None] | None]
@@ -122,80 +81,46 @@ class _Connection:
 
 
 class FairShareNetwork:
-    """Transfers share every link they cross by max-min fair rates, re-solved per event instant."""
+    """Transfers share every link they cross by max-min fair rates, re-solved per event instant.
+
+    ``routes`` gives each host pair's flows their links and per-link multiplicities (a
+    symmetry-reduced cluster, simscale.model.symmetry); None: each flow loads its physical
+    path once."""
 
     def __init__(
         self,
         env: simpy.Environment,
         topology: Topology,
-        *,
-        bandwidth_factor: float = 1.0,
-        latency_factor: float = 1.0,
-        stream_max_Bps: float | None = None,
-        share_sigma: float = 0.0,
-        seed: int = 0,
+        config: NetworkConfig | None = None,
         routes: Routes | None = None,
     ) -> None:
-        check_factors(bandwidth_factor, latency_factor, stream_max_Bps)
-        check_share_sigma(share_sigma)
-        if routes is not None and share_sigma > 0:
+        config = NetworkConfig() if config is None else config
+        if routes is not None and config.share_sigma > 0:
             raise ValueError("weighted routes (symmetry classes) need equal shares: share_sigma 0")
-        # How a host pair's flows load the links: None is the physical path, each flow once;
-        # a symmetry-reduced cluster (simscale.model.symmetry) gives each link its own multiplicity.
-        self._routes = routes
         self.env = env
         self.topology = topology
-        self._latency_factor = latency_factor
-        self._stream_max_Bps = math.inf if stream_max_Bps is None else stream_max_Bps
-        cap = [c * bandwidth_factor for c in topology.link_capacities_Bps()]
+        self._latency_factor = config.latency_factor
+        self._share_sigma = config.share_sigma
+        bound_Bps = math.inf if config.stream_max_Bps is None else config.stream_max_Bps
+        cap = [c * config.bandwidth_factor for c in topology.link_capacities_Bps()]
         n_links = len(cap)
         self._n_links = n_links
         self._cap = cap
-        self._cap_ext = np.append(np.array(cap), np.inf)  # sentinel slot for solve_rounds
-        self._core = topology.core_link
-        # Links per inter-host path (shorter paths are padded with the sentinel link n_links).
-        self._width = routes.width if routes is not None else 3 if self._core is not None else 2
-        # Flows between the same two hosts always get the same rate, so the solver works on
-        # path classes (one per host pair), each loading its links once per live flow: a worker
-        # pushing 20 keys to one server is one entry of weight 20, not 20 entries.
-        self._class_of: dict[tuple[int, int], int] = {}
-        self._class_paths: list[tuple[int, ...]] = []
-        self._class_count: list[int] = []
-        self._class_links = np.zeros((16, self._width), dtype=np.int_)
-        self._class_link_weight = np.ones((16, self._width))  # flows per live flow, per link
-        self._class_weights: list[tuple[float, ...]] = []
-        self._class_group = np.full(16, -1, dtype=np.int_)
-        n_groups = 0 if routes is None else routes.group_links.shape[0]
+        cap_ext = np.append(np.array(cap), np.inf)  # sentinel slot for the vectorised solvers
+        self._classes = PathClasses(n_links, topology.core_link, routes, config.seed)
+        # A reduced cluster's groups: the links each loads, and the bytes its flows completed.
+        group_mask_ext = None if routes is None else routes.group_links * 1.0
         self._group_mask = (
             np.zeros((0, n_links)) if routes is None else routes.group_links[:, :n_links] * 1.0
         )
-        self._group_bytes = np.zeros(n_groups)  # bytes completed by each group's flows
-        self._group_mask_ext = (
-            np.zeros((0, n_links + 1)) if routes is None else routes.group_links * 1.0
-        )
-        self._class_rate = np.zeros(16)
-        self._live_classes: dict[int, None] = {}  # insertion-ordered set
-        # Classes whose flow count changed since the last re-solve: what it must not replay.
-        self._dirty: set[int] = set()
-        self._refill = RefillSolver(cap)
-        # (live classes, their counts) -> (class ids, rates) of the grouped solve (see _solve);
-        # None once it has proved useless on this run.
-        self._grouped_memo: (
-            dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[IntArray, FloatArray]] | None
-        ) = {}
-        self._memo_lookups = self._memo_hits = 0
-        self._share_sigma = share_sigma
-        self._seed = seed
-        # Per path class: its flows' share weight, and the host pair's own random stream, so
-        # that the k-th busy period of a pair gets the same draw whatever else changes (common
-        # random numbers: a fit that varies share_sigma sees a smooth response).
-        self._class_weight = np.ones(16)
-        self._class_rng: dict[int, np.random.Generator] = {}  # made on a class's first draw
-        # The link -> live classes incidence and per-link live flow counts are kept up to date
-        # as flows come and go, so a re-solve does not rebuild them.
-        self._members: list[dict[int, None]] = [{} for _ in range(n_links)]
-        self._n_on_link = [0] * n_links
-        # Packed per-flow state: flows 0..n-1 are live; removal moves the last flow into the hole.
+        self._group_bytes = np.zeros(self._group_mask.shape[0])
+        self._solver = choose_solver(cap, cap_ext, bound_Bps, config.share_sigma, group_mask_ext)
+        self._init_flows()
+        self._init_stats()
+
+    def _init_flows(self) -> None:
+        """Packed per-flow state: flows 0..n-1 are live; removal moves the last flow into the
+        hole."""
         size = 64
         self._n = 0
         self._remaining = np.zeros(size)
@@ -212,15 +137,18 @@ class FairShareNetwork:
         self._connections: dict[Hashable, _Connection] = {}  # busy ones only
         self._resolve_scheduled = False
         self._wakeup: Event | None = None
-        self._last_s = env.now
-        # Statistics are kept lazily, off the per-event path: a link's busy time accrues when
-        # its live-flow count returns to 0, its bytes when a flow crossing it completes; the
-        # part still in flight is added when stats are read.
+        self._last_s = self.env.now
+
+    def _init_stats(self) -> None:
+        """Statistics are kept lazily, off the per-event path: a link's busy time accrues when
+        its live-flow count returns to 0, its bytes when a flow crossing it completes; the part
+        still in flight is added when stats are read."""
+        n_links, now = self._n_links, self.env.now
         self._busy_since_s = [0.0] * n_links
         self._busy_acc_s = [0.0] * n_links
         self._done_bytes = [0.0] * n_links
         self._bytes_base = np.zeros(n_links)
-        self._window_start_s = env.now
+        self._window_start_s = now
 
     # ----- the Network contract -------------------------------------------------------------
 
@@ -254,16 +182,14 @@ class FairShareNetwork:
         if src == dst:
             copy_s = self.topology.copy_time_s(nbytes)
             arrival.arrive_in(copy_s)
-            _notify_in(self.env, on_sent, copy_s)
+            call_in(self.env, on_sent, copy_s)
             return arrival
         latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         if nbytes == 0:
             arrival.arrive_in(latency_s)
-            _notify_in(self.env, on_sent, 0.0)
+            call_in(self.env, on_sent, 0.0)
             return arrival
-        cls = self._class_of.get((src, dst))
-        if cls is None:
-            cls = self._new_class(src, dst)
+        cls = self._classes.of_pair(src, dst)
         self._pending.append((cls, float(nbytes), latency_s, arrival, on_sent, None))
         self._request_resolve()
         return arrival
@@ -301,7 +227,7 @@ class FairShareNetwork:
     @property
     def live_path_classes(self) -> int:
         """Host pairs with at least one live flow: the size of each re-solve."""
-        return len(self._live_classes)
+        return len(self._classes.live)
 
     # ----- connections ----------------------------------------------------------------------
 
@@ -311,9 +237,7 @@ class FairShareNetwork:
             cls = -1
             latency_s = 0.0
         else:
-            cls = self._class_of.get((src, dst))
-            if cls is None:
-                cls = self._new_class(src, dst)
+            cls = self._classes.of_pair(src, dst)
             latency_s = self.topology.path_latency_s(src, dst) * self._latency_factor
         conn = _Connection(key, src, dst, latency_s, cls)
         self._connections[key] = conn
@@ -428,9 +352,10 @@ class FairShareNetwork:
         nbytes, arrival, on_sent = message
         size = float(self._size[i])
         cls = int(self._flow_class[i])
-        for link, w in zip(self._class_paths[cls], self._class_weights[cls], strict=True):
+        classes = self._classes
+        for link, w in zip(classes.paths[cls], classes.weights[cls], strict=True):
             self._done_bytes[link] += size * w
-        group = self._class_group[cls]
+        group = classes.group[cls]
         if group >= 0:
             self._group_bytes[group] += size
         self._size[i] = nbytes
@@ -441,24 +366,25 @@ class FairShareNetwork:
     def _remove(self, done: np.ndarray) -> None:
         """Drop flows ``done`` (sorted): each hole gets the current last flow."""
         now = self.env.now
-        count = self._class_count
-        n_on_link = self._n_on_link
+        classes = self._classes
+        count = classes.count
+        n_on_link = classes.n_on_link
         for i in reversed(done.tolist()):
             cls = int(self._flow_class[i])
             size = float(self._size[i])
-            path = self._class_paths[cls]
+            path = classes.paths[cls]
             count[cls] -= 1
-            self._dirty.add(cls)
+            classes.dirty.add(cls)
             if not count[cls]:
-                del self._live_classes[cls]
+                del classes.live[cls]
                 for link in path:
-                    del self._members[link][cls]
-            for link, w in zip(path, self._class_weights[cls], strict=True):
+                    del classes.members[link][cls]
+            for link, w in zip(path, classes.weights[cls], strict=True):
                 n_on_link[link] -= 1
                 self._done_bytes[link] += size * w
                 if not n_on_link[link]:
                     self._busy_acc_s[link] += now - self._busy_since_s[link]
-            group = self._class_group[cls]
+            group = classes.group[cls]
             if group >= 0:
                 self._group_bytes[group] += size
             last = self._n - 1
@@ -474,47 +400,6 @@ class FairShareNetwork:
             del self._latency[last], self._events[last], self._on_sent[last], self._conn[last]
             self._n = last
 
-    def _new_class(self, src: int, dst: int) -> int:
-        weights: tuple[float, ...]
-        group = -1
-        if self._routes is not None:
-            path, weights, group = self._routes.route(src, dst)
-        else:
-            if self._core is None:
-                path = (2 * src, 2 * dst + 1)
-            else:
-                path = (2 * src, self._core, 2 * dst + 1)
-            weights = (1.0,) * len(path)
-        cls = len(self._class_paths)
-        self._class_of[(src, dst)] = cls
-        self._class_paths.append(path)
-        self._class_weights.append(weights)
-        self._class_count.append(0)
-        if cls >= self._class_links.shape[0]:
-            size = 2 * cls
-            self._class_links = np.resize(self._class_links, (size, self._width))
-            self._class_link_weight = np.resize(self._class_link_weight, (size, self._width))
-            self._class_group = np.resize(self._class_group, size)
-            self._class_rate = np.resize(self._class_rate, size)
-        pad = self._width - len(path)
-        self._class_links[cls] = path + (self._n_links,) * pad
-        self._class_link_weight[cls] = weights + (0.0,) * pad
-        self._class_group[cls] = group
-        if cls >= self._class_weight.shape[0]:
-            self._class_weight = np.resize(self._class_weight, 2 * cls)
-        self._class_weight[cls] = 1.0
-        return cls
-
-    def _pair_rng(self, cls: int) -> np.random.Generator:
-        """The seeded random stream of class ``cls``'s host pair (its path: egress of the
-        sender 2*src, ingress of the receiver 2*dst + 1)."""
-        rng = self._class_rng.get(cls)
-        if rng is None:
-            path = self._class_paths[cls]
-            src, dst = path[0] // 2, (path[-1] - 1) // 2
-            rng = self._class_rng[cls] = np.random.default_rng((self._seed, src, dst))
-        return rng
-
     def _admit_pending(self) -> None:
         pending = self._pending
         if not pending:
@@ -528,19 +413,20 @@ class FairShareNetwork:
             self._size = np.resize(self._size, size)
             self._rate = np.resize(self._rate, size)
             self._flow_class = np.resize(self._flow_class, size)
-        count = self._class_count
-        n_on_link = self._n_on_link
+        classes = self._classes
+        count = classes.count
+        n_on_link = classes.n_on_link
         for cls, _nbytes, latency_s, arrival, on_sent, conn in pending:
-            path = self._class_paths[cls]
+            path = classes.paths[cls]
             if not count[cls]:
                 if self._share_sigma > 0:  # a new busy period: a new share weight
-                    z = self._pair_rng(cls).standard_normal()
-                    self._class_weight[cls] = math.exp(self._share_sigma * z)
-                self._live_classes[cls] = None
+                    z = classes.pair_rng(cls).standard_normal()
+                    classes.share_weight[cls] = math.exp(self._share_sigma * z)
+                classes.live[cls] = None
                 for link in path:
-                    self._members[link][cls] = None
+                    classes.members[link][cls] = None
             count[cls] += 1
-            self._dirty.add(cls)
+            classes.dirty.add(cls)
             for link in path:
                 if not n_on_link[link]:
                     self._busy_since_s[link] = now
@@ -561,80 +447,11 @@ class FairShareNetwork:
         n = self._n
         if not n:
             return
-        live = self._live_classes
-        dirty = self._dirty
-        self._dirty = set()
-        if self._routes is not None:
-            # Per-link multiplicities: the vectorised solver, from scratch (the incremental one
-            # knows one count per class only). Its answer depends only on which classes are live
-            # and their counts (paths, capacities and groups never change), and a training
-            # iteration repeats the same few hundred of those states, so it is memoised.
-            memo = self._grouped_memo
-            key: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-            known = None
-            if memo is not None:  # the key costs O(live classes) to build: only while useful
-                key = (tuple(live), tuple(map(self._class_count.__getitem__, live)))
-                known = memo.get(key)
-            if known is None:
-                idx = np.fromiter(live, dtype=np.int_, count=len(live))
-                counts = np.fromiter(
-                    map(self._class_count.__getitem__, live), dtype=np.float64, count=len(live)
-                )
-                weight = self._class_link_weight[idx] * counts[:, None]
-                problem = (
-                    self._cap_ext,
-                    self._class_links[idx],
-                    weight,
-                    self._class_group[idx],
-                    counts,
-                    self._group_mask_ext,
-                    self._stream_max_Bps,
-                )
-                rates = solve_grouped_compiled(*problem)
-                if rates is None:
-                    rates = solve_grouped(*problem)
-                known = (idx, rates)
-                if memo is not None and key is not None and GROUPED_MEMO_ENTRIES:
-                    if len(memo) >= GROUPED_MEMO_ENTRIES:
-                        memo.clear()
-                    memo[key] = known
-            else:
-                self._memo_hits += 1
-            if memo is not None:
-                self._memo_lookups += 1
-                if (
-                    self._memo_lookups == GROUPED_MEMO_PROBATION
-                    and self._memo_hits < GROUPED_MEMO_MIN_HIT_RATE * self._memo_lookups
-                ):
-                    self._grouped_memo = None
-            self._class_rate[known[0]] = known[1]
-        elif self._share_sigma == 0 and len(live) < REFILL_MAX_CLASSES:
-            # Only classes whose rate the solver recomputed are returned; the others keep theirs.
-            changed: set[int] = set()
-            for cls in dirty:
-                changed.update(self._class_paths[cls])
-            rates = self._refill.solve(
-                self._members,
-                self._n_on_link,
-                self._class_paths,
-                self._class_count,
-                changed,
-                uniform_bound=self._stream_max_Bps,
-            )
-            idx = np.fromiter(rates.keys(), dtype=np.int_, count=len(rates))
-            self._class_rate[idx] = np.fromiter(rates.values(), dtype=np.float64, count=len(rates))
-        else:
-            # From scratch, by weighted max-min: class c's flows each get weight_c times the
-            # fill level (every weight is 1 without a share spread; the incremental solver knows
-            # equal shares only).
-            self._refill.forget()
-            idx = np.fromiter(live, dtype=np.int_, count=len(live))
-            weight = self._class_weight[idx]
-            counts = np.array([self._class_count[c] for c in live], dtype=np.float64)
-            bound = np.full(idx.size, self._stream_max_Bps) / weight
-            level = solve_rounds(self._cap_ext, self._class_links[idx], bound, counts * weight)
-            self._class_rate[idx] = level * weight
-        self._rate[:n] = self._class_rate[self._flow_class[:n]]
+        classes = self._classes
+        dirty, classes.dirty = classes.dirty, set()
+        idx, rates = self._solver.solve(classes, dirty)
+        classes.rate[idx] = rates
+        self._rate[:n] = classes.rate[self._flow_class[:n]]
 
     def _plan_wakeup(self) -> None:
         n = self._n
@@ -650,49 +467,26 @@ class FairShareNetwork:
         self._advance()
         now = self.env.now
         n = self._n
-        n_classes = len(self._class_paths)
+        classes = self._classes
+        n_classes = len(classes.paths)
         sent = self._size[:n] - self._remaining[:n]
         class_sent = np.bincount(self._flow_class[:n], weights=sent, minlength=n_classes)
         in_flight = np.bincount(
-            self._class_links[:n_classes].ravel(),
-            weights=(class_sent[:, None] * self._class_link_weight[:n_classes]).ravel(),
+            classes.links[:n_classes].ravel(),
+            weights=(class_sent[:, None] * classes.link_weight[:n_classes]).ravel(),
             minlength=self._n_links + 1,
         )[: self._n_links]
         group_sent = self._group_bytes.copy()
         if group_sent.size:
-            groups = self._class_group[:n_classes]
+            groups = classes.group[:n_classes]
             for g in range(group_sent.size):
                 group_sent[g] += class_sent[groups == g].sum()
         carried = np.array(self._done_bytes) + in_flight + group_sent @ self._group_mask
         busy = np.array(self._busy_acc_s)
-        for link, k in enumerate(self._n_on_link):
+        for link, k in enumerate(classes.n_on_link):
             if k:
                 busy[link] += now - self._busy_since_s[link]
         return carried, busy
-
-
-def _notify_in(env: simpy.Environment, fn: Callable[[], None] | None, delay_s: float) -> None:
-    """Call ``fn()`` after ``delay_s`` (never synchronously inside ``transfer``)."""
-    if fn is not None:
-        Call(env, lambda _e: fn(), delay_s)
-
-
-def check_factors(
-    bandwidth_factor: float, latency_factor: float, stream_max_Bps: float | None
-) -> None:
-    """Reject calibration factors that would make the model meaningless."""
-    if not (bandwidth_factor > 0 and math.isfinite(bandwidth_factor)):
-        raise ValueError(f"bandwidth_factor must be positive and finite, got {bandwidth_factor}")
-    if not (latency_factor >= 0 and math.isfinite(latency_factor)):
-        raise ValueError(f"latency_factor must be non-negative and finite, got {latency_factor}")
-    if stream_max_Bps is not None and not stream_max_Bps > 0:
-        raise ValueError(f"stream_max_Bps must be positive, got {stream_max_Bps}")
-
-
-def check_share_sigma(share_sigma: float) -> None:
-    """Reject a negative or non-finite spread of TCP share weights."""
-    if not (share_sigma >= 0 and math.isfinite(share_sigma)):
-        raise ValueError(f"share_sigma must be non-negative and finite, got {share_sigma}")
 
 
 def check_transfer(topology: Topology, src: int, dst: int, nbytes: float) -> None:

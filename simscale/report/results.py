@@ -7,7 +7,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from simscale.des.utilization import Utilization
+
 SCHEMA_VERSION = 1
+
+__all__ = ["SCHEMA_VERSION", "Result", "Utilization", "WorkerResult", "format_table"]
 
 
 @dataclass(frozen=True)
@@ -23,16 +27,6 @@ class WorkerResult:
     exposed_comm_s: float
     wait_for_workers_s: float
     co_hosts_server: bool
-
-
-@dataclass(frozen=True)
-class Utilization:
-    """Busy fraction of one resource over the measured window."""
-
-    resource: str  # e.g. "host0.egress", "server3.cpu", "worker1.copies", "worker1.gpu"
-    kind: str  # nic | server | copies | input | gpu
-    busy_fraction: float
-    description: str  # the resource in words, for the bottleneck sentence
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ import simpy
 
 from simscale.des.serial import CorePool, SerialQueue
 from simscale.des.sharing import SharedQueue
+from simscale.des.utilization import Utilization, busy_fraction
 from simscale.network.stream import Stream
 from simscale.spec.costs import CostModel
 
@@ -73,6 +74,7 @@ class ServerGroup:
         on_updated: Callable[[int, int, int | None, float], None] | None = None,
         copies: int = 1,
         grpc: bool = False,
+        report_hosts: tuple[int, ...] | None = None,
     ) -> None:
         self.env = env
         # Trace hook: (iteration, key, worker or None for all, time) when a slice is updated.
@@ -80,6 +82,9 @@ class ServerGroup:
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
         self.costs = costs
         self.hosts = server_hosts
+        # The hosts named in reports: the real cluster's, where a symmetry-reduced layout
+        # renumbers them (simscale.model.symmetry).
+        self.report_hosts = server_hosts if report_hosts is None else report_hosts
         self.num_workers = num_workers
         self.sync = sync
         self.pull_with_push = pull_with_push
@@ -103,6 +108,23 @@ class ServerGroup:
         n = len(server_hosts) if grpc else 0
         self.rpc_in = [SharedQueue(env, f"server{s}.grpc-in") for s in range(n)]
         self.rpc_out = [SharedQueue(env, f"server{s}.grpc-out") for s in range(n)]
+
+    def reset_counters(self) -> None:
+        for q in self.threads + self.rpc_in + self.rpc_out:
+            q.reset()
+
+    def utilization(self, t0: float, t1: float) -> list[Utilization]:
+        """Every server's handler thread, then its gRPC copies in and out (where it has them)."""
+        hosts = self.report_hosts
+        out = []
+        for sv, q in enumerate(self.threads):
+            what = f"server {sv} handler thread (host {hosts[sv]})"
+            out.append(busy_fraction(q, t0, t1, "server", what, resource=f"server{sv}.cpu"))
+        for sv, (qi, qo) in enumerate(zip(self.rpc_in, self.rpc_out, strict=True)):
+            for q, way in ((qi, "in"), (qo, "out")):
+                what = f"server {sv} gRPC copies {way} (host {hosts[sv]})"
+                out.append(busy_fraction(q, t0, t1, "server", what))
+        return out
 
     def push(
         self,

@@ -16,6 +16,11 @@ the server's handler thread); once every worker's tokens are in, the server answ
 worker's dequeue, and each worker then asks for every key's new weights, in key order. On the
 symmetric path (simscale.model.symmetry) the one representative's tokens and reads stand for all W
 workers', and the barrier opens once its own tokens are in.
+
+Two halves, as in the job: ``StepBarrier`` is the sync queues on their PS task (it counts the
+tokens handled and answers the dequeues), ``StepBarrierClient`` a worker's side (it counts its
+acknowledged pushes, holds its pulls, and sends its tokens on its own send thread and
+connection, simscale.comm.ps.client).
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from simscale.comm.ps.connections import Connections
 from simscale.comm.ps.server import HEADER_BYTES, ServerGroup
 from simscale.des.serial import SerialQueue
-from simscale.network.stream import Stream
 
 Pull = Callable[[float], None]  # sends one key slice's pull; its argument: seconds waited
 
@@ -40,16 +45,14 @@ def barrier_server(num_servers: int) -> int:
 
 @dataclass
 class _Round:
-    """One iteration's barrier: who has arrived, and each worker's pulls held until release."""
+    """One iteration's barrier on its server: tokens handled, and whom to answer."""
 
-    acked: dict[int, int] = field(default_factory=dict)  # worker -> pushes acknowledged
     tokens_in: int = 0  # workers whose tokens the server has handled
-    arrived_s: dict[int, float] = field(default_factory=dict)
-    held: dict[int, list[tuple[int, Pull]]] = field(default_factory=dict)
+    dequeues: dict[int, Callable[[], None]] = field(default_factory=dict)  # worker -> release
 
 
 class StepBarrier:
-    """The step-end barrier of every worker of one job."""
+    """The step-end sync queues of one job, on PS task ``server`` of ``servers``."""
 
     def __init__(
         self,
@@ -58,10 +61,6 @@ class StepBarrier:
         server: int,
         num_workers: int,
         job_workers: int,
-        pushes_per_iteration: int,
-        to_server: Callable[[int, int], Stream],
-        vans: Callable[[int], SerialQueue],
-        message_overhead_s: float,
     ) -> None:
         self.env = env
         self.servers = servers
@@ -70,44 +69,82 @@ class StepBarrier:
         # The job's workers: each enqueues a token for every one of them (on the symmetric path
         # a representative's messages stand for its copies' on the server, simscale.comm.ps.server).
         self.job_workers = job_workers
-        self.pushes_per_iteration = pushes_per_iteration
-        self.to_server = to_server  # (worker, server) -> the worker's connection to it
-        self.vans = vans  # worker -> its send thread
-        self.msg_s = message_overhead_s
         self.rounds: dict[int, _Round] = {}
 
-    def acked(self, it: int, worker: int, key: int, pull: Pull) -> None:
-        """One of ``worker``'s pushes of iteration ``it`` (of key ``key``) is acknowledged;
-        ``pull`` asks for that slice's new weights once the barrier lets the worker go."""
+    def tokens(self, it: int, worker: int, release: Callable[[], None]) -> None:
+        """``worker``'s W tokens of iteration ``it`` have reached the server: one request each
+        on its handler thread. ``release()`` runs when the answer to its dequeue arrives."""
         r = self.rounds.setdefault(it, _Round())
-        r.held.setdefault(worker, []).append((key, pull))
-        r.acked[worker] = r.acked.get(worker, 0) + 1
-        if r.acked[worker] == self.pushes_per_iteration:
-            self._arrive(it, r, worker)
-
-    def _arrive(self, it: int, r: _Round, worker: int) -> None:
-        """The worker enqueues a token in each of the W queues: W requests to one server."""
-        r.arrived_s[worker] = self.env.now
-        w = self.job_workers
-        sent = self.vans(worker).run(w * self.msg_s)
-        stream = self.to_server(worker, self.server)
-
-        def handle() -> None:
-            done = self.servers.handle_requests(self.server, w)
-            done.callbacks.append(lambda _e: self._token_handled(it, r))
-
-        sent.callbacks.append(lambda _e: stream.send(w * HEADER_BYTES, handle))
+        r.dequeues[worker] = release
+        done = self.servers.handle_requests(self.server, self.job_workers)
+        done.callbacks.append(lambda _e: self._token_handled(it, r))
 
     def _token_handled(self, it: int, r: _Round) -> None:
         r.tokens_in += 1
         if r.tokens_in < self.num_workers:
             return
         del self.rounds[it]
-        for worker in sorted(r.held):
-            self.servers.reply(self.server, worker, lambda worker=worker: self._release(r, worker))
+        for worker in sorted(r.dequeues):
+            self.servers.reply(self.server, worker, r.dequeues[worker])
 
-    def _release(self, r: _Round, worker: int) -> None:
+
+@dataclass
+class _Held:
+    """A worker's pushes of one iteration acknowledged so far, and their pulls held."""
+
+    acked: int = 0
+    pulls: list[tuple[int, Pull]] = field(default_factory=list)  # (key, pull) in ack order
+    arrived_s: float = 0.0
+
+
+class StepBarrierClient:
+    """Worker ``worker``'s side of ``barrier``: its tokens leave on its send thread ``van``
+    over its connection to the barrier's server, once all ``pushes_per_iteration`` of its
+    pushes of an iteration are acknowledged."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        barrier: StepBarrier,
+        worker: int,
+        van: SerialQueue,
+        connections: Connections,
+        pushes_per_iteration: int,
+        message_overhead_s: float,
+    ) -> None:
+        self.env = env
+        self.barrier = barrier
+        self.worker = worker
+        self.van = van
+        self.connections = connections
+        self.pushes_per_iteration = pushes_per_iteration
+        self.msg_s = message_overhead_s
+        self.rounds: dict[int, _Held] = {}
+
+    def acked(self, it: int, key: int, pull: Pull) -> None:
+        """One of the worker's pushes of iteration ``it`` (of key ``key``) is acknowledged;
+        ``pull`` asks for that slice's new weights once the barrier lets the worker go."""
+        held = self.rounds.setdefault(it, _Held())
+        held.pulls.append((key, pull))
+        held.acked += 1
+        if held.acked == self.pushes_per_iteration:
+            self._arrive(it, held)
+
+    def _arrive(self, it: int, held: _Held) -> None:
+        """The worker enqueues a token in each of the W queues: W requests to one server."""
+        held.arrived_s = self.env.now
+        w = self.barrier.job_workers
+        sent = self.van.run(w * self.msg_s)
+        stream = self.connections.to_server(self.worker, self.barrier.server)
+
+        def arrived() -> None:
+            self.barrier.tokens(it, self.worker, lambda: self._release(it))
+
+        sent.callbacks.append(lambda _e: stream.send(w * HEADER_BYTES, arrived))
+
+    def _release(self, it: int) -> None:
         """The worker's dequeue returned: the next step reads every variable, in key order."""
-        waited = self.env.now - r.arrived_s[worker]
-        for _key, pull in sorted(r.held[worker], key=lambda kp: kp[0]):
+        held = self.rounds.pop(it)
+        waited = self.env.now - held.arrived_s
+        for _key, pull in sorted(held.pulls, key=lambda kp: kp[0]):
             pull(waited)

@@ -19,7 +19,7 @@ import simpy
 
 from simscale.comm.ps.server import ServerGroup
 from simscale.model import cluster, symmetry
-from simscale.network import flows
+from simscale.network import solvers
 from simscale.network.fairshare import solve_grouped, solve_rounds
 from simscale.simulator import Simulation, simulate
 from simscale.spec.costs import CostModel
@@ -265,7 +265,7 @@ def _count_grouped_solves(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["n"] += 1
         return solve_grouped(*args, **kwargs)
 
-    monkeypatch.setattr(flows, "solve_grouped", counted)
+    monkeypatch.setattr(solvers, "solve_grouped", counted)
     return calls
 
 
@@ -280,7 +280,7 @@ def test_grouped_solves_are_memoised_without_changing_the_answer(
     memoised = simulate(scenario)
     with_memo = calls["n"]
     calls["n"] = 0
-    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 0)
+    monkeypatch.setattr(solvers, "GROUPED_MEMO_ENTRIES", 0)
     plain = simulate(scenario)
     assert memoised.path == plain.path == "symmetric"
     assert memoised.throughput_samples_per_s == plain.throughput_samples_per_s
@@ -295,13 +295,13 @@ def test_a_memo_that_rarely_hits_is_dropped_and_the_answer_stays(
     state afresh, with the same prediction."""
     scenario = scenario_from_dict(_per_host_servers(4, "resnet50"))
     calls = _count_grouped_solves(monkeypatch)
-    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 0)
+    monkeypatch.setattr(solvers, "GROUPED_MEMO_ENTRIES", 0)
     plain = simulate(scenario)
     solves = calls["n"]
     calls["n"] = 0
-    monkeypatch.setattr(flows, "GROUPED_MEMO_ENTRIES", 8192)
-    monkeypatch.setattr(flows, "GROUPED_MEMO_PROBATION", 20)
-    monkeypatch.setattr(flows, "GROUPED_MEMO_MIN_HIT_RATE", 1.01)  # no run can keep it
+    monkeypatch.setattr(solvers, "GROUPED_MEMO_ENTRIES", 8192)
+    monkeypatch.setattr(solvers, "GROUPED_MEMO_PROBATION", 20)
+    monkeypatch.setattr(solvers, "GROUPED_MEMO_MIN_HIT_RATE", 1.01)  # no run can keep it
     dropped = simulate(scenario)
     assert dropped.throughput_samples_per_s == plain.throughput_samples_per_s
     # At most the first 20 look-ups were answered from the memo; every later state was solved.

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from simscale.network import (
     FairShareNetwork,
     FifoNetwork,
+    NetworkConfig,
     Nic,
     Topology,
     gbit_per_s,
@@ -62,7 +63,7 @@ def test_calibration_factors_scale_bandwidth_and_latency(kind):
     1 GB takes 1 / 0.5 = 2 s plus 3 * 2 * 5 us."""
     env = simpy.Environment()
     topo = Topology.uniform(2, B, LAT)
-    net = make_network(kind, env, topo, bandwidth_factor=0.5, latency_factor=3.0)
+    net = make_network(kind, env, topo, NetworkConfig(bandwidth_factor=0.5, latency_factor=3.0))
     done = run_transfers(net, env, [("a", 0.0, 0, 1, GB)])
     assert done["a"] == pytest.approx(2.0 + 3 * 2 * LAT, rel=1e-12)
 
@@ -71,7 +72,9 @@ def test_calibration_factors_scale_bandwidth_and_latency(kind):
 def test_a_stream_cap_limits_one_transfer_below_the_nic(kind):
     """stream_max_Bps 0.25 GB/s on a 1 GB/s NIC: 1 GB takes 4 s (plus latency)."""
     env = simpy.Environment()
-    net = make_network(kind, env, Topology.uniform(2, B, LAT), stream_max_Bps=0.25 * B)
+    net = make_network(
+        kind, env, Topology.uniform(2, B, LAT), NetworkConfig(stream_max_Bps=0.25 * B)
+    )
     done = run_transfers(net, env, [("a", 0.0, 0, 1, GB)])
     assert done["a"] == pytest.approx(4.0 + 2 * LAT, rel=1e-12)
 
@@ -655,7 +658,9 @@ def test_unequal_shares_split_a_link_by_weight_and_waste_none_of_it():
     at different times, but the egress stays full, so the last finishes at 1 s as with equal
     shares, and the first finishes no later than with equal shares."""
     env = simpy.Environment()
-    net = make_network("fairshare", env, Topology.uniform(3, B, LAT), share_sigma=0.5, seed=3)
+    net = make_network(
+        "fairshare", env, Topology.uniform(3, B, LAT), NetworkConfig(share_sigma=0.5, seed=3)
+    )
     done = run_transfers(net, env, [("a", 0.0, 0, 1, GB / 2), ("b", 0.0, 0, 2, GB / 2)])
     first, last = sorted(done.values())
     assert last == pytest.approx(1.0 + 2 * LAT, rel=1e-9)
@@ -666,7 +671,7 @@ def test_share_weights_follow_the_seed():
     def times(seed):
         env = simpy.Environment()
         net = make_network(
-            "fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.5, seed=seed
+            "fairshare", env, Topology.uniform(4, B, LAT), NetworkConfig(share_sigma=0.5, seed=seed)
         )
         return run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
 
@@ -679,7 +684,9 @@ def test_weighted_shares_are_exact_for_drawn_weights():
     until the first finishes (all send the same 0.1 GB), so the first finishes at
     0.1 GB / (B w_max / sum w); the last at 0.3 s, the link never idle."""
     env = simpy.Environment()
-    net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.8, seed=7)
+    net = make_network(
+        "fairshare", env, Topology.uniform(4, B, LAT), NetworkConfig(share_sigma=0.8, seed=7)
+    )
     done = run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
     # Each host pair's first busy period takes the first draw of its own stream (seed, src, dst).
     z = np.array([np.random.default_rng((7, s, 3)).standard_normal() for s in range(3)])
@@ -694,7 +701,9 @@ def test_a_host_pairs_draws_do_not_depend_on_unrelated_traffic():
 
     def times(extra):
         env = simpy.Environment()
-        net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.8, seed=5)
+        net = make_network(
+            "fairshare", env, Topology.uniform(4, B, LAT), NetworkConfig(share_sigma=0.8, seed=5)
+        )
         return run_transfers(
             net, env, [*extra, ("a", 0.0, 0, 3, 0.1 * GB), ("b", 0.0, 1, 3, 0.1 * GB)]
         )
@@ -706,7 +715,9 @@ def test_a_host_pairs_draws_do_not_depend_on_unrelated_traffic():
 
 def test_zero_spread_is_plain_max_min():
     env = simpy.Environment()
-    net = make_network("fairshare", env, Topology.uniform(4, B, LAT), share_sigma=0.0, seed=7)
+    net = make_network(
+        "fairshare", env, Topology.uniform(4, B, LAT), NetworkConfig(share_sigma=0.0, seed=7)
+    )
     done = run_transfers(net, env, [(s, 0.0, s, 3, 0.1 * GB) for s in range(3)])
     assert done == pytest.approx({s: 0.3 + 2 * LAT for s in range(3)}, rel=1e-12)
 
@@ -715,7 +726,10 @@ def test_zero_spread_is_plain_max_min():
 def test_an_impossible_share_spread_is_rejected(sigma):
     with pytest.raises(ValueError, match="share_sigma"):
         make_network(
-            "fairshare", simpy.Environment(), Topology.uniform(2, B, LAT), share_sigma=sigma
+            "fairshare",
+            simpy.Environment(),
+            Topology.uniform(2, B, LAT),
+            NetworkConfig(share_sigma=sigma),
         )
 
 

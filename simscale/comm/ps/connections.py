@@ -1,0 +1,98 @@
+"""The connection table of a parameter-server job: one stream per worker-server pair and way.
+
+ps-lite's van keeps one TCP connection per pair of processes (simscale.network.stream): a
+worker's pushes and pull requests to a server leave on one, the server's acks and replies come
+back on another, each in order. Streams are made on first use, so a job of many workers and
+servers holds only the pairs that talk.
+
+realrun's shape (``kvstore.pull_request: with_push``) differs in two ways that move timings: its
+server acknowledges each push on receipt, on its one connection back to that worker, behind any
+pull reply already in it (realrun/ps/kv_server.py), which is what credits the worker's byte
+window; and it answers on its ROUTER socket in handling order, with no priority queue or byte
+window on replies (realrun/ps/postoffice.py ``_serve`` -> ``van.reply``), unlike a worker's
+requests.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from simscale.network import Network, Topology
+from simscale.network.stream import Stream
+from simscale.spec.costs import CostModel
+from simscale.spec.scenario import DIST_MODES, Scenario
+
+
+class Connections:
+    """Every worker's connection to every server and back, made when first asked for."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        net: Network,
+        topology: Topology,
+        worker_hosts: tuple[int, ...],
+        server_hosts: tuple[int, ...],
+        *,
+        latency_factor: float = 1.0,
+        priority: bool = False,
+        window_bytes: float = 0.0,
+        ack_on_receipt: bool = False,
+    ) -> None:
+        self.env = env
+        self.net = net
+        self.topology = topology
+        self.worker_hosts = worker_hosts
+        self.server_hosts = server_hosts
+        self.latency_factor = latency_factor
+        self.priority = priority  # kvstore.scheduling: priority (simscale.network.stream)
+        self.window_bytes = window_bytes
+        self.ack_on_receipt = ack_on_receipt  # realrun's server (module doc)
+        self._streams: dict[tuple[str, int, int], Stream] = {}
+
+    def to_server(self, worker: int, server: int) -> Stream:
+        """Worker ``worker``'s connection to server ``server``."""
+        stream = self._streams.get(("w2s", worker, server))
+        if stream is None:
+            stream = self._open(self.worker_hosts[worker], self.server_hosts[server], True)
+            if self.ack_on_receipt:
+                # The server acknowledges each push on receipt, on its connection back.
+                stream.ack = lambda credit: self.to_worker(server, worker).send(0, credit)
+            self._streams[("w2s", worker, server)] = stream
+        return stream
+
+    def to_worker(self, server: int, worker: int) -> Stream:
+        """Server ``server``'s connection back to worker ``worker``."""
+        stream = self._streams.get(("s2w", worker, server))
+        if stream is None:
+            src, dst = self.server_hosts[server], self.worker_hosts[worker]
+            stream = self._open(src, dst, scheduled=not self.ack_on_receipt)
+            self._streams[("s2w", worker, server)] = stream
+        return stream
+
+    def _open(self, src_host: int, dst_host: int, scheduled: bool) -> Stream:
+        """A stream; ``scheduled`` False: in order, with no priority queue or byte window
+        whatever ``priority`` says."""
+        latency_s = self.topology.path_latency_s(src_host, dst_host) * self.latency_factor
+        return Stream(
+            self.env,
+            self.net,
+            src_host,
+            dst_host,
+            latency_s,
+            priority=scheduled and self.priority,
+            window_bytes=self.window_bytes,
+        )
+
+
+def ps_connection_Bps(scenario: Scenario, costs: CostModel) -> float | None:
+    """The ceiling of one parameter-server connection, bytes/s (None: none). Each worker and
+    server pair talks over one TCP connection (ps-lite's ZMQ van, TensorFlow's gRPC channel),
+    which cannot go faster than ``costs.connection_gbps``: BytePS's best practice runs two
+    server instances per machine on 25 Gbit/s, three on 40/50, because "a single TCP
+    connection usually cannot run up to 25Gbps". An all-reduce ring applies the same ceiling
+    per ring connection itself (simscale.comm.allreduce), and none over RDMA."""
+    gbps = costs.connection_gbps
+    if scenario.kvstore.mode not in DIST_MODES or gbps <= 0:
+        return None
+    return gbps * 1e9 / 8

@@ -1,0 +1,147 @@
+"""Ring and hierarchical all-reduce with tensor fusion (simscale.comm.allreduce), timed by hand.
+
+Two hosts on a fair-share network of B = 1 GB/s NICs, 50 us of latency each (100 us a hop);
+Horovod's cycle of 5 ms, 20 us of coordination per tensor, 10 us to send a message. A
+collective costs its bytes over the NIC, one latency for the last byte, and the alpha-beta
+model's fixed part: (network hops - 1) x (latency + send) + one send, plus NCCL's latency per
+hop inside a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import simpy
+
+from simscale.comm.allreduce import NVLINK_STEP_S, AllReduce
+from simscale.network import Topology, make_network
+
+B = 1e9
+HOP_S = 100e-6  # one network hop's latency (two NICs of 50 us)
+CYCLE_S = 5e-3
+TENSOR_S = 20e-6
+MSG_S = 10e-6
+N = 1e6
+PEER_Bps = 10e9  # NVLink-class link between a host's GPUs
+FIXED_S = (2 - 1) * (HOP_S + MSG_S) + MSG_S  # two hosts: 2 network hops per collective
+
+
+def ring(
+    keys: list[float], *, gpus: int = 1, algorithm: str = "ring", fusion: float = 64e6, **kw: float
+) -> tuple[simpy.Environment, AllReduce]:
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(2, B, HOP_S / 2))
+    ar = AllReduce(
+        env,
+        net,
+        (0, 1),
+        gpus,
+        PEER_Bps,
+        keys,
+        algorithm,
+        fusion,
+        CYCLE_S,
+        MSG_S,
+        HOP_S,
+        tensor_overhead_s=TENSOR_S,
+        **kw,  # type: ignore[arg-type]
+    )
+    return env, ar
+
+
+def ready(
+    env: simpy.Environment, ar: AllReduce, worker: int, key: int, at_s: float, done: dict
+) -> None:
+    hook = ar.member(worker)
+    record: Callable[[float], None] = lambda w: done.__setitem__((worker, key), (env.now, w))  # noqa: E731
+    env.timeout(at_s).callbacks.append(lambda _e: hook.communicate(0, key, record))
+
+
+def test_a_ring_of_two_hosts_starts_a_cycle_after_the_last_worker_is_ready() -> None:
+    """Worker 1 has the 1 MB gradient 1 ms after worker 0. The coordinator waits for it, then
+    a cycle (5 ms), one tensor's coordination (20 us); the ring moves 2(N-1)/N x 1 MB = 1 MB
+    each way (1000 + 100 us) and pays its fixed part (120 us): done at 7.24 ms for both, worker
+    0 having waited 1 ms for worker 1."""
+    env, ar = ring([N])
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    ready(env, ar, 1, 0, 1e-3, done)
+    env.run(until=1.0)
+    end = 1e-3 + CYCLE_S + TENSOR_S + N / B + HOP_S + FIXED_S
+    assert end == pytest.approx(7240e-6, rel=1e-12)
+    assert done[(0, 0)] == pytest.approx((end, 1e-3), rel=1e-9)
+    assert done[(1, 0)] == pytest.approx((end, 0.0), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("fusion", "expected"),
+    [
+        # 1.5 MB buffers: one key each, reduced one after the other (5000 + 1240 + 1240 us).
+        (1.5e6, {0: 6240e-6, 1: 7480e-6}),
+        # 64 MB: both in one buffer, 2 x 20 us of coordination, 2 MB on the ring: 7260 us.
+        (64e6, {0: 7260e-6, 1: 7260e-6}),
+    ],
+)
+def test_tensors_ready_in_one_cycle_are_fused_up_to_the_buffer(fusion: float, expected) -> None:
+    env, ar = ring([N, N], fusion=fusion)
+    done: dict = {}
+    for w in (0, 1):
+        for key in (0, 1):
+            ready(env, ar, w, key, 0.0, done)
+    env.run(until=1.0)
+    for key, t in expected.items():
+        assert done[(0, key)][0] == pytest.approx(t, rel=1e-9)
+        assert done[(1, key)][0] == pytest.approx(t, rel=1e-9)
+
+
+def test_a_transport_ceiling_holds_the_ring_and_is_reported() -> None:
+    """At a 4 Gbit/s ceiling (0.5 GB/s) a host's 1 MB leaves in 2 ms, longer than the NIC's
+    1.1 ms: done at 5000 + 20 + 2000 + 120 us, the transport busy 2 ms of the window."""
+    env, ar = ring([N], ceiling_gbps=4.0, ceiling_why="2 NCCL TCP connection(s)")
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    ready(env, ar, 1, 0, 0.0, done)
+    env.run(until=1.0)
+    end = CYCLE_S + TENSOR_S + N / 0.5e9 + FIXED_S
+    assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
+    (u,) = ar.utilization(0.0, end)
+    assert (u.resource, u.kind) == ("ring.transport", "transport")
+    assert u.busy_fraction == pytest.approx(2e-3 / end, rel=1e-9)
+    assert u.description == (
+        "each host's ring between hosts at its 4.0 Gbit/s (2 NCCL TCP connection(s))"
+    )
+
+
+def test_without_a_ceiling_nothing_is_reported_for_the_transport() -> None:
+    _env, ar = ring([N])
+    assert ar.utilization(0.0, 1.0) == []
+
+
+def test_hierarchical_reduces_inside_the_host_around_the_ring_between_hosts() -> None:
+    """Two GPUs per host: reduce-scatter and all-gather over the 10 GB/s peer link take
+    2(g-1)/g x 1 MB / 10 GB/s = 100 us together (50 before, 50 after); between the hosts a
+    ring of two moves 1 MB each way (1100 us) and pays 120 us: 5000 + 20 + 50 + 1220 + 50."""
+    env, ar = ring([N], gpus=2, algorithm="hierarchical")
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    ready(env, ar, 1, 0, 0.0, done)
+    env.run(until=1.0)
+    intra_s = 2 * (2 - 1) / 2 * N / PEER_Bps
+    end = CYCLE_S + TENSOR_S + intra_s / 2 + N / B + HOP_S + FIXED_S + intra_s / 2
+    assert end == pytest.approx(6340e-6, rel=1e-12)
+    assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
+
+
+def test_a_flat_ring_over_four_gpus_pays_nccls_latency_per_hop_inside_a_host() -> None:
+    """Four GPUs on two hosts, one ring: 2(4-1) = 6 steps of a 250 kB chunk, of which 2 cross
+    the network: each host sends 1.5 MB (1500 + 100 us; the 6 x 25 us inside the host overlap
+    it); fixed part 120 us plus 4 hops inside a host at NCCL's 3.4 us."""
+    env, ar = ring([N], gpus=2)
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    ready(env, ar, 1, 0, 0.0, done)
+    env.run(until=1.0)
+    end = CYCLE_S + TENSOR_S + 6 * N / 4 / B + HOP_S + FIXED_S + 4 * NVLINK_STEP_S
+    assert end == pytest.approx(6753.6e-6, rel=1e-12)
+    assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
