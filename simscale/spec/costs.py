@@ -100,7 +100,7 @@ class CostModel:
     # Throughput of one TCP connection in Gbit/s (0: no limit of its own, only its NIC share).
     # A ring all-reduce sends each step over one connection to its neighbour, and a worker and
     # a server talk over one, so on fast NICs the connection, not the NIC, sets their pace.
-    # simscale.comm.allreduce, simscale.simulator (_ps_connection_Bps).
+    # simscale.comm.allreduce, simscale.comm.ps.connections (ps_connection_Bps).
     connection_gbps: float = field(default=0.0, metadata=between(0.0, 100_000.0, "Gbit/s"))
     # Horovod's per-tensor cost on the coordinator each cycle (readiness negotiation, copying
     # the tensor into and out of the fusion buffer), in microseconds. simscale.comm.allreduce.
