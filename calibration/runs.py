@@ -62,7 +62,7 @@ def shape_key(s: Scenario) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-AD_HOC_FOLDER = "local"  # realrun.launching.execute.AD_HOC_RECORDS (runs/local)
+AD_HOC_FOLDER = "local"  # realrun.run.AD_HOC_RECORDS (runs/local)
 
 
 def _record_files(paths: Sequence[str | Path]) -> list[Path]:

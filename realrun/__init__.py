@@ -2,12 +2,17 @@
 a Horovod-style all-reduce one on torch.distributed.
 
 - ``ps/``: the PS core (message, van, postoffice, tracker, kv_worker, kv_server, scheduler,
-  optimizer, compression, roles).
+  optimizer, compression, roles, the opt-in message trace).
 - ``allreduce/``: the all-reduce backend (rendezvous, membership, fusion, trainer, coordinator).
 - ``training/``: the PyTorch models, the worker's training loop, emulated compute.
 - ``launching/``: role commands, the job's life cycle, local/ssh/netns launchers.
 - ``emulated/``: the emulated cluster (namespaces, shaping, delay wire, probes, load verdict).
-- ``records/``: run records, campaigns, timelines, message traces, progress.
+- ``records/``: what a run leaves, as data: run records, timelines, progress, runs tables.
+- ``run.py`` (one scenario to one record, on any launcher) and ``campaign.py`` (many runs,
+  resumable): the top of the import graph, above ``launching/`` and both backends.
 - ``node.py`` (``python -m realrun.node``), ``cli.py`` (``realrun``), ``auth.py``,
   ``safejson.py``: the entry points and what every part shares.
+
+Imports run downwards: auth/safejson <- ps <- records <- training <- node <- allreduce <-
+launching <- run <- campaign <- cli (``tests/test_architecture.py`` checks there is no circle).
 """

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from realrun.launching.execute import LAUNCHERS
+from realrun.run import LAUNCHERS
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.report.outputs import check_writable, refuse_overwrite
 from simscale.spec.config import positive_seconds
@@ -81,14 +81,14 @@ def _launch_arguments(parser: argparse.ArgumentParser, default: str = "local") -
 
 
 def _options(args: argparse.Namespace):
-    from realrun.launching.execute import LaunchOptions
+    from realrun.run import LaunchOptions
 
     return LaunchOptions(args.launcher, args.hostfile, tuple(args.ssh_option))
 
 
 def _run(args: argparse.Namespace) -> int:
     from realrun.emulated.netns import NetnsUnavailable
-    from realrun.launching.execute import run_scenario
+    from realrun.run import run_scenario
     from simscale.spec.scenario import ScenarioError
 
     # A launcher stopped by SIGTERM (a batch system, a timeout) tears the job down and keeps
@@ -134,8 +134,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
+    from realrun.campaign import CampaignError, load_campaign, run_campaign
     from realrun.emulated.netns import NetnsUnavailable
-    from realrun.records.campaign import CampaignError, load_campaign, run_campaign
 
     stop_on_signals()
     try:

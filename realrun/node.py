@@ -19,8 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from realrun.launching.launch import PARENT_PID_VARIABLE
-from realrun.ps.roles import NodeEnv, RoleError, node_env
+from realrun.ps.roles import PARENT_PID_VARIABLE, NodeEnv, RoleError, node_env
 from simscale.lifetime import EXIT_ORPHANED, exit_with_parent, parent_from_environ
 
 log = logging.getLogger("realrun.node")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import realrun
-from realrun.ps.roles import NodeEnv
+from realrun.ps.roles import PARENT_PID_VARIABLE, NodeEnv
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,6 @@ def node_command(
             argv += ["--set", item]
         argv += worker_args
     return RoleCommand(node.role, rank, tuple(argv), node.to_env())
-
-
-PARENT_PID_VARIABLE = "REALRUN_PARENT_PID"
 
 
 def child_environ(extra: dict[str, str]) -> dict[str, str]:

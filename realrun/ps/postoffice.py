@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from realrun.ps.message import Kind, Message
+from realrun.ps.msgtrace import trace_from_environment
 from realrun.ps.roles import HEARTBEAT_INTERVAL_S, NodeEnv
 from realrun.ps.tracker import Handle, JobAborted, RequestFailed, Tracker
 from realrun.ps.van import Incoming, RateLimitedLog, Van
-from realrun.records.msgtrace import trace_from_environment
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,9 @@ HEARTBEAT_INTERVAL_S = 0.5
 # failure path (detect, abort, tear down) under the 10 s the project promises.
 DEFAULT_HEARTBEAT_TIMEOUT_S = 4.0
 DEFAULT_START_TIMEOUT_S = 60.0  # every node must have registered by then
+# The launcher's pid, set by every launcher that starts nodes as its children: a node whose
+# launcher died without tearing it down notices and ends itself (simscale.lifetime).
+PARENT_PID_VARIABLE = "REALRUN_PARENT_PID"
 
 
 class RoleError(ValueError):

@@ -7,7 +7,7 @@ reports the reading with its hostname. Workers on worker 0's machine (local and 
 clusters) share its clock and are left alone; a worker on another machine is shifted by the
 difference of the two readings, which is right within the barrier's exit skew (about one
 network latency). Asked for with ``realrun run --trace FILE`` or ``REALRUN_TRACE_DIR=DIR``
-(then ``DIR/<record name>.trace.json``, beside the message traces of ``realrun.records.msgtrace``);
+(then ``DIR/<record name>.trace.json``, beside the message traces of ``realrun.ps.msgtrace``);
 the job tells its workers with ``REALRUN_TRACE=1``.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from realrun.records.msgtrace import TRACE_DIR_VARIABLE  # one folder for every trace of a run
+from realrun.ps.msgtrace import TRACE_DIR_VARIABLE  # one folder for every trace of a run
 from simscale.report.trace import PhaseSpan, write_trace
 
 RANK_TRACE_VARIABLE = "REALRUN_TRACE"

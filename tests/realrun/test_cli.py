@@ -162,7 +162,7 @@ def test_real_compute_on_gpus_this_machine_lacks_is_refused_before_starting(tmp_
 
 
 def test_the_refusal_says_what_to_run_instead(capsys) -> None:
-    from realrun.launching.execute import check_accelerators_here
+    from realrun.run import check_accelerators_here
     from simscale.spec.scenario import load_scenario
 
     gpu_scenario = ROOT / "scenarios" / "64gpu.yaml"
@@ -178,7 +178,7 @@ def test_the_refusal_says_what_to_run_instead(capsys) -> None:
 
 
 def test_a_missing_hostfile_is_named_before_starting(tmp_path) -> None:
-    from realrun.launching.execute import LaunchOptions, check_runnable
+    from realrun.run import LaunchOptions, check_runnable
     from simscale.spec.scenario import load_scenario
 
     missing = tmp_path / "hosts"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from realrun.emulated import netns
-from realrun.launching.execute import LaunchOptions
+from realrun.run import LaunchOptions
 
 
 def netns_skip_reason() -> str | None:

@@ -18,9 +18,9 @@ import pytest
 from realrun.allreduce.job import AllreduceJob
 from realrun.allreduce.worker import plan_from_scenario
 from realrun.cli import main as realrun_main
-from realrun.launching.execute import LaunchOptions, run_scenario
 from realrun.launching.local_launcher import LocalLauncher
 from realrun.records.record import load_record
+from realrun.run import LaunchOptions, run_scenario
 from simscale.report.trace import overlapping
 from simscale.spec.scenario import load_scenario
 from tests.support.paths import ROOT

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from realrun import cli
+from realrun.campaign import CampaignError, done_already, load_campaign
 from realrun.emulated import netns
 from realrun.emulated.machine_load import LoadSample, read_cpu_ticks, verdict
-from realrun.launching.execute import LaunchOptions, check_runnable, run_scenario
 from realrun.launching.netns_launcher import NetnsLauncher, host_links
 from realrun.launching.ssh_launcher import SshLauncher, read_hostfile, remote_command, stdin_payload
-from realrun.records.campaign import CampaignError, done_already, load_campaign
 from realrun.records.record import load_record
+from realrun.run import LaunchOptions, check_runnable, run_scenario
 from realrun.training.emulated_compute import emulated_device, synthetic_gradients
 from simscale.model.cluster import layout
 from simscale.model.compute import layer_times
@@ -240,9 +240,9 @@ def test_a_failed_campaign_run_says_why_on_the_terminal(tmp_path: Path, monkeypa
     """Not only '1 failed' and a reason buried in campaign-log.jsonl."""
     import io
 
-    from realrun.launching.execute import LaunchOptions
-    from realrun.records import campaign as campaign_module
-    from realrun.records.campaign import run_campaign
+    from realrun import campaign as campaign_module
+    from realrun.campaign import run_campaign
+    from realrun.run import LaunchOptions
 
     monkeypatch.setattr(campaign_module, "wait_for_quiet", lambda: 0.0)
 

@@ -11,10 +11,10 @@ import pytest
 
 from realrun.emulated.net_counters import device_tx_dropped, leaf_qdisc, tcp_counters
 from realrun.ps.message import Kind, Message
+from realrun.ps.msgtrace import HEADER, TRACE_DIR_VARIABLE
 from realrun.ps.postoffice import Postoffice
 from realrun.ps.roles import NodeEnv
 from realrun.ps.tracker import Handle
-from realrun.records.msgtrace import HEADER, TRACE_DIR_VARIABLE
 
 # What `tc -s -j qdisc show dev eth0` prints for the emulated NIC: a root HTB and its bfifo.
 TC_JSON = json.dumps(

@@ -10,8 +10,8 @@ import pytest
 
 from calibration.errors import CalibrationError
 from calibration.runs import _record_files
-from realrun.launching.execute import AD_HOC_RECORDS, default_record_path, record_name
 from realrun.launching.launch import child_environ
+from realrun.run import AD_HOC_RECORDS, default_record_path, record_name
 from simscale.cli import main
 from simscale.spec.scenario import load_scenario
 from tests.support.paths import ROOT

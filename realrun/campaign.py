@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from realrun.emulated.machine_load import read_cpu_ticks
-from realrun.launching.execute import LaunchOptions, run_scenario
 from realrun.records.record import RecordError, load_record
+from realrun.run import LaunchOptions, run_scenario
 from simscale.spec.config import ConfigError, read_yaml
 
 INVALID_RETRIES = 1  # a run marked invalid is tried this many more times
