@@ -4,9 +4,8 @@
 process sums its host's GPUs' gradients first (the intra-host reduce), then the hosts run the
 ring between them. ``ring`` is Horovod's default, one rank per GPU in one flat ring. Either way
 GPU ``g`` of host ``h`` trains on the same synthetic batches as PS worker ``h``'s replica ``g``
-(``realrun.training.worker_loop.batch_seed``), so a PS run and an all-reduce run of a scenario see
-the same
-data.
+(``realrun.training.overlap.batch_seed``), so a PS run and an all-reduce run of a scenario see
+the same data.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 all-reduced as backward produces them, and each layer's next forward waiting only for its own
 gradient's reduction.
 
-The shape is realrun's PS trainer (``realrun.training.worker_loop``) with the servers taken out: a
-post-accumulate-grad hook hands each gradient to the communication thread the moment it exists
-(summed first over this process's replicas: the intra-host reduce of hierarchical all-reduce),
-the thread runs Horovod's cycle (``realrun.allreduce.fusion``) and all-reduces fused buffers,
-and a forward pre-hook applies the update of a module's parameters once their sums are back.
-The update is the PS servers' rule, SGD with momentum and ``rescale_grad = 1/GPUs``
-(``realrun.ps.optimizer.SGD``), applied by every rank to its own copy: the sum all-reduced is the
-sum a server would hold, so the weights are the PS run's weights.
+The loop and the overlap are ``realrun.training.overlap``'s, shared with the PS trainer
+(``realrun.training.worker_loop``), with the servers taken out: a post-accumulate-grad hook
+hands each gradient to the communication thread the moment it exists (summed first over this
+process's replicas: the intra-host reduce of hierarchical all-reduce), the thread runs Horovod's
+cycle (``realrun.allreduce.fusion``) and all-reduces fused buffers, and a forward pre-hook
+applies the update of a module's parameters once their sums are back. The update is the PS
+servers' rule, SGD with momentum and ``rescale_grad = 1/GPUs`` (``realrun.ps.optimizer.SGD``),
+applied by every rank to its own copy: the sum all-reduced is the sum a server would hold, so
+the weights are the PS run's weights.
 """
 
 from __future__ import annotations
@@ -28,13 +29,11 @@ from realrun.allreduce.fusion import agreed_order, fuse
 from realrun.allreduce.rendezvous import backend_for
 from realrun.ps.optimizer import SGD
 from realrun.records.record import IterationTiming
-from realrun.records.timeline import WAIT_THREAD, SpanRecorder
-from realrun.training.worker_loop import (
+from realrun.records.timeline import WAIT_THREAD
+from realrun.training.overlap import (
     PULL_WAIT_LIMIT_S,
     WAIT_SPAN_MIN_S,
-    build_replicas,
-    forward_backward,
-    hook_keys,
+    OverlapTrainer,
     resolve_devices,
     synthetic_batches,
 )
@@ -88,24 +87,18 @@ def rank_devices(plan: AllreducePlan) -> list[torch.device]:
     return devices
 
 
-class AllreduceTrainer:
+class AllreduceTrainer(OverlapTrainer):
     """Trains ``plan.model`` with the ranks of ``group``; ``models`` is
-    ``realrun.training.torch_models``
-    (build/synthetic_batch/loss)."""
+    ``realrun.training.torch_models`` (build/synthetic_batch/loss)."""
 
     def __init__(
         self, group: dist.ProcessGroup, rank: int, plan: AllreducePlan, models: ModuleType
     ) -> None:
+        super().__init__(rank, models, plan.model, plan.seed, rank_devices(plan))
         self.group = group
-        self.rank = rank
         self.plan = plan
-        self.models = models
-        self.devices = rank_devices(plan)
-        self.on_gpu = self.devices[0].type == "cuda"
         # NCCL reduces CUDA tensors; gloo reduces host memory.
         self.comm_device = self.devices[0] if self.on_gpu else torch.device("cpu")
-        self.replicas = build_replicas(models, plan.model, plan.seed, self.devices)
-        self.params = [[p for _, p in m.named_parameters()] for m in self.replicas]
         self.keys = len(self.params[0])
         self.nbytes = [p.numel() * p.element_size() for p in self.params[0]]
         self._cond = threading.Condition()
@@ -120,31 +113,24 @@ class AllreduceTrainer:
         self._state: list[torch.Tensor | None] = [None] * self.keys
         self._error: BaseException | None = None
         self._stop = False
-        self._wait_s = 0.0
-        self.recorder = SpanRecorder(rank)  # this rank's measured timeline
-        self._iteration = 0
         self._ready_at = [0.0] * self.keys  # when each key's local sum was ready
         self._reduced_in = [0] * self.keys  # the iteration of each key's pending reduction
         self.collectives = 0  # fused all-reduces issued (not counting the agreement rounds)
 
     def describe(self) -> dict[str, Any]:
         """The compute and communication side of the environment, for the run record."""
-        dev = self.devices[0]
-        return {
-            "device": str(dev.type),
-            "device_name": torch.cuda.get_device_name(dev) if self.on_gpu else "cpu",
-            "replicas": len(self.replicas),
-            "gradient_aggregation": "allreduce",
-            "allreduce": {
-                "backend": backend_for(self.comm_device),
-                "algorithm": self.plan.algorithm,
-                "host": self.plan.host,
-                "fusion_bytes": self.plan.fusion_bytes,
-                "cycle_s": self.plan.cycle_s,
-            },
-            "torch_threads": torch.get_num_threads(),
-            "keys": self.keys,
-        }
+        return self._describe(
+            {
+                "gradient_aggregation": "allreduce",
+                "allreduce": {
+                    "backend": backend_for(self.comm_device),
+                    "algorithm": self.plan.algorithm,
+                    "host": self.plan.host,
+                    "fusion_bytes": self.plan.fusion_bytes,
+                    "cycle_s": self.plan.cycle_s,
+                },
+            }
+        )
 
     def run(
         self, on_iteration: Callable[[IterationTiming], None] = lambda t: None
@@ -157,30 +143,8 @@ class AllreduceTrainer:
         batches = self._batches()
         comm = threading.Thread(target=self._communicate, name="allreduce", daemon=True)
         comm.start()
-        timings = []
         try:
-            for it in range(self.plan.iterations):
-                wall = time.time()
-                start = time.perf_counter()
-                self._wait_s = 0.0
-                self._iteration = it
-                losses = forward_backward(self.models, self.replicas, batches, it, self.recorder)
-                if it == self.plan.iterations - 1:
-                    self._await(range(self.keys))  # the last reductions end the last iteration
-                if self.on_gpu:
-                    torch.cuda.synchronize()
-                total = time.perf_counter() - start
-                t = IterationTiming(
-                    self.rank,
-                    it,
-                    wall,
-                    total - self._wait_s,
-                    self._wait_s,
-                    total,
-                    float(torch.stack([v.cpu() for v in losses]).mean()),
-                )
-                timings.append(t)
-                on_iteration(t)
+            timings = self._iterate(batches, self.plan.iterations, on_iteration)
         finally:
             with self._cond:
                 self._stop = True
@@ -206,9 +170,6 @@ class AllreduceTrainer:
                 for params in self.params:
                     params[k].copy_(flat[offset : offset + n].view_as(p))
                 offset += n
-
-    def _hook(self) -> None:
-        hook_keys(self.replicas[0], self.params, self._grad_hook, self._await)
 
     def _batches(self) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
         p = self.plan

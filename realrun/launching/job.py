@@ -195,7 +195,7 @@ class Job:
 
         from realrun.training import torch_models
         from realrun.training.compute_profile import measure
-        from realrun.training.worker_loop import resolve_devices
+        from realrun.training.overlap import resolve_devices
 
         s = self.scenario
         torch.set_num_threads(s.realrun.threads_per_worker)

@@ -38,7 +38,7 @@ from simscale.model.worker import HostCopies
 from simscale.spec.costs import CostModel
 from simscale.spec.hardware import GPUS
 
-PULL_WAIT_LIMIT_S = 300.0  # as realrun.training.worker_loop: only bounds a wedged job
+PULL_WAIT_LIMIT_S = 300.0  # as realrun.training.overlap (no torch here): bounds a wedged job
 BARRIER_WAIT_LIMIT_S = 120.0
 GRADIENT_SCALE = 1e-3  # synthetic gradients: small enough that SGD weights stay finite
 TIMES_SOURCE = "simscale.model.compute.layer_times with the default CostModel"

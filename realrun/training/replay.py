@@ -18,7 +18,8 @@ from realrun.ps.kv_worker import KVWorker
 from realrun.ps.tracker import Handle
 from realrun.records.record import IterationTiming
 from realrun.training.compute_profile import ComputeProfile
-from realrun.training.worker_loop import PULL_WAIT_LIMIT_S, TrainPlan, initialise_keys
+from realrun.training.overlap import PULL_WAIT_LIMIT_S
+from realrun.training.worker_loop import TrainPlan, initialise_keys
 
 REPLAYED_GRADIENT = 1e-4  # any small constant: only the bytes matter
 

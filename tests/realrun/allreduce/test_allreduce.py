@@ -19,7 +19,7 @@ from realrun.allreduce.layout import RankSlot, process_layout
 from realrun.allreduce.trainer import AllreducePlan, AllreduceTrainer, sgd_step
 from realrun.ps.optimizer import SGD
 from realrun.training import torch_models
-from realrun.training.worker_loop import batch_seed
+from realrun.training.overlap import batch_seed
 from simscale.spec.scenario import scenario_from_dict
 
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-3

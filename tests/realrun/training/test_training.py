@@ -9,7 +9,8 @@ import torch
 from realrun.ps.kv_worker import KVWorker
 from realrun.ps.optimizer import SGD
 from realrun.training import torch_models
-from realrun.training.worker_loop import Trainer, TrainPlan, batch_seed
+from realrun.training.overlap import batch_seed
+from realrun.training.worker_loop import Trainer, TrainPlan
 from tests.support.realrun_inprocess import InProcessJob
 
 WORKERS, SERVERS = 2, 2
