@@ -53,6 +53,19 @@ ALLOWED_PARTS = {
 # imports realrun or torch"; pyzmq is realrun's transport). Both are in the realrun extra only.
 SIMSCALE_NEVER_IMPORTS = ("torch", "zmq")
 
+# No function in simscale is longer than this many lines (decorators, signature, docstring and
+# body), so that each reads on one screen; the numeric kernels of the fair-share solvers are
+# the exception: one tight loop each, kept whole so the hot path reads (and compiles) as one.
+MAX_FUNCTION_LINES = 80
+LONG_FUNCTIONS_ALLOWED = frozenset(
+    {
+        "simscale/network/fairshare.py::fill_heap",
+        "simscale/network/fairshare.py::solve_rounds",
+        "simscale/network/fairshare.py::solve_grouped",
+        "simscale/network/fairshare_compiled.py::_kernel",
+    }
+)
+
 # ---- KNOWN CYCLES: cycles excused while a fix is under way; empty, and to stay so -------------
 # realrun's last circle (ps.postoffice -> records.msgtrace -> ps.message; records.campaign ->
 # launching.execute -> allreduce.job -> launching; node -> launching.launch) was broken for
@@ -320,6 +333,55 @@ def test_simscale_loads_no_other_package_by_name() -> None:
                 ):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not bad, "simscale names a module it must not load:\n" + "\n".join(bad)
+
+
+def function_lengths(path: Path) -> Iterator[tuple[str, int, int]]:
+    """(qualified name, first line, length in lines) of every function and method in a file,
+    nested ones included; the first line is the first decorator's."""
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, int, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                name = f"{prefix}{child.name}"
+                yield name, first, child.end_lineno - first + 1
+                yield from walk(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.")
+            else:
+                yield from walk(child, prefix)
+
+    yield from walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), "")
+
+
+def test_function_lengths_count_every_line_from_the_first_decorator(tmp_path: Path) -> None:
+    source = tmp_path / "f.py"
+    source.write_text(
+        "import functools\n"  # 1
+        "class A:\n"  # 2
+        "    @functools.cache\n"  # 3: the method starts here
+        "    def m(self):\n"  # 4
+        "        def inner():\n"  # 5
+        "            return 1\n"  # 6
+        "        return inner()\n"  # 7
+        "if True:\n"  # 8
+        "    async def g():\n"  # 9
+        "        pass\n"  # 10
+    )
+    assert list(function_lengths(source)) == [("A.m", 3, 5), ("A.m.inner", 5, 2), ("g", 9, 2)]
+
+
+def test_no_function_in_simscale_is_longer_than_a_screen() -> None:
+    found, long = set(), []
+    for path in sorted((ROOT / "simscale").rglob("*.py")):
+        for name, line, length in function_lengths(path):
+            where = f"{path.relative_to(ROOT).as_posix()}::{name}"
+            found.add(where)
+            if length > MAX_FUNCTION_LINES and where not in LONG_FUNCTIONS_ALLOWED:
+                long.append(f"{where} (line {line}): {length} lines")
+    assert not long, f"over {MAX_FUNCTION_LINES} lines, split them:\n" + "\n".join(long)
+    gone = sorted(LONG_FUNCTIONS_ALLOWED - found)
+    assert not gone, f"no such function any more, remove from LONG_FUNCTIONS_ALLOWED: {gone}"
 
 
 def test_no_cycle_between_packages() -> None:

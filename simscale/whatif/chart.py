@@ -83,6 +83,21 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     return text[:30]
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """Where the bars go: one group per GPU count, one bar per series in each group."""
+
+    gpus: list[int]
+    keys: list[Any]  # the series' values, in order of first appearance
+
+    def x(self, gpus: int) -> float:
+        return float(self.gpus.index(gpus))
+
+    def bar_x(self, gpus: int, series_index: int) -> float:
+        width = 0.8 / len(self.keys)
+        return self.x(gpus) - 0.4 + width * (series_index + 0.5)
+
+
 def scaling_chart(
     rows: Sequence[dict[str, Any]],
     path: Path,
@@ -102,85 +117,109 @@ def scaling_chart(
     if not ok:
         raise WhatIfError("--plot: no point was predicted, nothing to draw")
     labels = labels or {}
+
+    def key_of(r: dict[str, Any]) -> Any:
+        return r.get(series) if series else None
+
     keys: list[Any] = []
     for r in ok:
-        k = r.get(series) if series else None
-        if k not in keys:
-            keys.append(k)
-    gpus = sorted({int(r["num_gpus"]) for r in ok})
-    xpos = {g: i for i, g in enumerate(gpus)}
-    width = 0.8 / len(keys)
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.6 * len(gpus) + 3), 5.2))
+        if key_of(r) not in keys:
+            keys.append(key_of(r))
+    grid = _Grid(sorted({int(r["num_gpus"]) for r in ok}), keys)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.6 * len(grid.gpus) + 3), 5.2))
     ax2 = ax.twinx()
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     top = 0.0
     for si, key in enumerate(keys):
-        pts = sorted(
-            (r for r in ok if (r.get(series) if series else None) == key),
-            key=lambda r: r["num_gpus"],
-        )
+        pts = sorted((r for r in ok if key_of(r) == key), key=lambda r: r["num_gpus"])
         name = labels.get(str(key), f"{series} = {key}" if series else "predicted")
-        color = colors[si % len(colors)]
-        xs = [xpos[int(r["num_gpus"])] - 0.4 + width * (si + 0.5) for r in pts]
-        ys = [r["throughput_samples_per_s"] for r in pts]
-        ax.bar(xs, ys, width * 0.92, color=color, label=name, zorder=2)
-        ax2.plot(
-            xs,
-            [100 * r["scaling_efficiency"] for r in pts],
-            color=color,
-            marker="o",
-            markeredgecolor="black",
-            linewidth=1.2,
-            zorder=3,
+        top = max(top, _draw_series(ax, ax2, grid, si, pts, name, colors[si % len(colors)]))
+    top = max(top, _draw_ideal(ax, grid, ok))
+    _draw_overlay(ax, grid, overlay)
+    _finish(fig, ax, ax2, grid, top, title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def _draw_series(
+    ax: Any,
+    ax2: Any,
+    grid: _Grid,
+    si: int,
+    pts: list[dict[str, Any]],
+    name: str,
+    color: str,
+) -> float:
+    """One series: its bars, its efficiency line on the second axis, each bar's bottleneck
+    written above it. Returns the tallest bar."""
+    xs = [grid.bar_x(int(r["num_gpus"]), si) for r in pts]
+    ys = [r["throughput_samples_per_s"] for r in pts]
+    ax.bar(xs, ys, 0.8 / len(grid.keys) * 0.92, color=color, label=name, zorder=2)
+    ax2.plot(
+        xs,
+        [100 * r["scaling_efficiency"] for r in pts],
+        color=color,
+        marker="o",
+        markeredgecolor="black",
+        linewidth=1.2,
+        zorder=3,
+    )
+    for x, y, r in zip(xs, ys, pts, strict=True):
+        ax.text(
+            x,
+            y,
+            " " + short_bottleneck(r),
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize=6.5,
+            color="0.25",
         )
-        for x, y, r in zip(xs, ys, pts, strict=True):
-            ax.text(
-                x,
-                y,
-                " " + short_bottleneck(r),
-                rotation=90,
-                ha="center",
-                va="bottom",
-                fontsize=6.5,
-                color="0.25",
-            )
-        top = max(top, *ys)
+    return max(ys)
+
+
+def _draw_ideal(ax: Any, grid: _Grid, ok: list[dict[str, Any]]) -> float:
+    """Ideal: the same GPUs with free communication, a dashed bar top over each group.
+    Returns the highest."""
     ideal: dict[int, float] = {}
     for r in ok:
         g = int(r["num_gpus"])
         ideal[g] = max(ideal.get(g, 0.0), float(r["ideal_samples_per_s"]))
-    # Ideal: the same GPUs with free communication, a dashed bar top over each group.
     ax.hlines(
-        [ideal[g] for g in gpus],
-        [xpos[g] - 0.42 for g in gpus],
-        [xpos[g] + 0.42 for g in gpus],
+        [ideal[g] for g in grid.gpus],
+        [grid.x(g) - 0.42 for g in grid.gpus],
+        [grid.x(g) + 0.42 for g in grid.gpus],
         colors="black",
         linestyles="--",
         linewidth=1.4,
         label="ideal (linear, no communication)",
         zorder=4,
     )
-    top = max(top, *ideal.values())
+    return max(ideal.values())
+
+
+def _draw_overlay(ax: Any, grid: _Grid, overlay: Sequence[OverlayPoint]) -> None:
+    """Measured or published points, a labelled diamond over their group."""
     for p in overlay:
-        if int(p.gpus) in xpos:
-            ax.scatter(
-                [xpos[int(p.gpus)]],
-                [p.samples_per_s],
-                marker="D",
-                color="black",
-                zorder=5,
-                s=28,
-            )
+        if int(p.gpus) in grid.gpus:
+            x = grid.x(int(p.gpus))
+            ax.scatter([x], [p.samples_per_s], marker="D", color="black", zorder=5, s=28)
             ax.annotate(
                 p.label,
-                (xpos[int(p.gpus)], p.samples_per_s),
+                (x, p.samples_per_s),
                 fontsize=7,
                 xytext=(4, 4),
                 textcoords="offset points",
             )
     if overlay:
         ax.scatter([], [], marker="D", color="black", label="measured / published")
-    ax.set_xticks(range(len(gpus)), [str(g) for g in gpus])
+
+
+def _finish(fig: Any, ax: Any, ax2: Any, grid: _Grid, top: float, title: str) -> None:
+    """Axes, limits, legend, title and the note on what the text above a bar means."""
+    ax.set_xticks(range(len(grid.gpus)), [str(g) for g in grid.gpus])
     ax.set_xlabel("GPUs")
     ax.set_ylabel("throughput (samples/s): bars")
     # Bars in the lower half, efficiency lines in the upper band, so neither hides the other.
@@ -190,7 +229,10 @@ def scaling_chart(
     ax2.set_yticks([0, 20, 40, 60, 80, 100])
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(
-        loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=min(4, len(keys) + 2), fontsize=8
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.11),
+        ncol=min(4, len(grid.keys) + 2),
+        fontsize=8,
     )
     ax.set_title(title, fontsize=10)
     fig.text(
@@ -201,7 +243,3 @@ def scaling_chart(
         color="0.35",
     )
     fig.tight_layout(rect=(0, 0.02, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
