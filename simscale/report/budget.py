@@ -36,10 +36,13 @@ from simscale.spec.scenario import Scenario
 EVENTS_PER_SLICE = 14.0  # upper end of the measured 5.3-13.0 events per slice message round
 EVENTS_PER_S = 150_000.0  # simulator events per second at a few hosts (measured, see above)
 FAIRSHARE_HOSTS_SCALE = 40.0  # fair sharing: per-event cost grows as 1 + hosts / this
-# The symmetric path solves the network grouped (O(servers) per round, compiled with numba from
-# simscale.network.fairshare_compiled.MIN_LINKS links), so its per-event cost grows more slowly.
-# Measured CPU rates on the build machine (2 loaded cores, 2026-11-27, scenarios/64gpu.yaml with
-# a server per host, benchmarks/bench_predict.py): SYMMETRIC_RATES_NOTE.
+# The symmetric path simulates one worker and solves the network grouped (O(servers) per round;
+# compiled with numba from simscale.network.fairshare_compiled.MIN_LINKS links when the fast
+# extra is installed), so its per-event cost grows more slowly. Measured in CPU time on the build
+# machine (2 loaded cores), scenarios/64gpu.yaml with a server per host: 55k events/s at 8 hosts,
+# 50k at 64, 28k at 128, 17k at 256 to 2,048 (numba); 6.2-7.6 events per slice round. The
+# rate below, 60k / (1 + hosts / 100), follows the numpy solver's slope (28k -> 17k from 128 to
+# 256 hosts) and so bounds the numba one from below (3.8k against 16k at 2,048 hosts).
 SYMMETRIC_EVENTS_PER_S = 60_000.0
 SYMMETRIC_HOSTS_SCALE = 100.0
 REFUSE_ABOVE_S = 2 * 3600.0
