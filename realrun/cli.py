@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "cleanup":
         return _cleanup(args)
+    from realrun.extra import problem
+
+    if (missing := problem()) is not None:
+        print(f"realrun: {missing}", file=sys.stderr)
+        return 2
     if args.command == "campaign":
         return _campaign(args)
     return _run(args)

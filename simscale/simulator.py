@@ -40,7 +40,7 @@ from simscale.zoo import BYTES_PER_ELEMENT
 
 __all__ = ["MIN_MEASURED", "PATHS", "IncompleteRun", "Progress", "Simulation", "simulate"]
 
-PATHS = ("auto", "exact", "symmetric")
+PATHS = symmetry.PATHS
 
 
 class Simulation:
@@ -59,8 +59,6 @@ class Simulation:
         trace: bool = False,
         path: str = "auto",
     ) -> None:
-        if path not in PATHS:
-            raise ValueError(f"path: got {path!r}, expected one of {', '.join(PATHS)}")
         self._created_s = time.perf_counter()  # --max-seconds counts the build too
         self.scenario = scenario
         self.costs = costs or CostModel()
@@ -74,37 +72,17 @@ class Simulation:
 
     def _choose_path(self, path: str, trace: bool) -> None:
         """Set the reduction (None: exact), the layout simulated, and why."""
-        scenario, full, costs = self.scenario, self.full_layout, self.costs
+        full = self.full_layout
+        choice = symmetry.choose_path(self.scenario, full, self.costs, path, trace=trace)
         self.layout = full
         self.reduction: symmetry.Reduction | None = None
-        structural = symmetry.reason_for_exact(scenario, full, costs, trace=trace, check_load=False)
-        if path == "symmetric" and structural is not None:
-            raise ValueError(f"the symmetric path does not apply: {structural}")
-        beyond = (
-            None if structural else symmetry.reason_for_exact(scenario, full, costs, trace=trace)
-        )  # the reduction can be built, but this shape is outside where it was validated
-        # Outside the validated range the exact model is the reference, unless it is out of
-        # reach: then an approximate answer in seconds, said to be one, beats none in hours.
-        out_of_reach = (
-            symmetry.exact_out_of_reach(scenario, full) if beyond and path == "auto" else None
-        )
-        #: True where the symmetric path ran outside the loads it was validated at.
-        self.approximate = False
-        if path == "exact":
-            reason: str | None = "asked for"
-        elif path == "symmetric" or (beyond and out_of_reach):
-            reason = None
-            self.approximate = beyond is not None
-        else:
-            reason = structural or beyond
-        if reason is None:
+        if choice.reduced:
             self.reduction = symmetry.reduce(full)
             self.layout = self.reduction.layout
-        self.path = "exact" if self.reduction is None else "symmetric"
-        self.path_reason = reason or f"{full.num_workers} identical workers simulated as one"
-        if self.approximate:
-            why = f"; the exact model is out of reach ({out_of_reach})" if out_of_reach else ""
-            self.path_reason += f", APPROXIMATE: {beyond}{why}; {symmetry.APPROXIMATION_ERROR}"
+        self.path = choice.name
+        self.path_reason = choice.reason
+        #: True where the symmetric path ran outside the loads it was validated at.
+        self.approximate = choice.approximate
 
     @property
     def copies_per_worker(self) -> int:

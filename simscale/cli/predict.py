@@ -85,10 +85,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     refuse_overwrite([args.output] if args.output is not None else [], args.force)
     refuse_overwrite([args.trace] if args.trace is not None else [], args.force, "--trace")
     scenario = load_scenario(args.scenario, args.overrides)
-    refuse_if_too_long(scenario, args.scenario)
     costs, where, profile = _costs(args, scenario)
+    trace = args.trace is not None
     try:
-        sim = Simulation(scenario, costs, trace=args.trace is not None, path=args.path)
+        refuse_if_too_long(scenario, args.scenario, costs, args.path, trace)
+        sim = Simulation(scenario, costs, trace=trace, path=args.path)
     except ValueError as e:  # --path symmetric where the reduction does not hold
         print(f"simscale: error: --path {args.path}: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -213,11 +214,14 @@ def _print_report(
         )
 
 
-def refuse_if_too_long(scenario: Scenario, source: str) -> None:
-    """ConfigError, before anything is built, for a scenario that would simulate for hours."""
+def refuse_if_too_long(
+    scenario: Scenario, source: str, costs: CostModel, path: str, trace: bool
+) -> None:
+    """ConfigError, before anything is built, for a scenario that would simulate for hours on
+    the path it will take (ValueError where that path cannot be taken)."""
     from simscale.report.budget import estimate
 
-    work = estimate(scenario)
+    work = estimate(scenario, costs, path, trace=trace)
     if work.too_long:
         raise ConfigError("", work.explain(), source)
 

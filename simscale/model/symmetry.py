@@ -53,6 +53,55 @@ from simscale.zoo import BYTES_PER_ELEMENT
 TWO_BIT_RATIO = 1 / 16
 
 SYNC_MODES = ("dist_sync", "dist_sync_device")
+PATHS = ("auto", "exact", "symmetric")
+
+
+@dataclass(frozen=True)
+class PathChoice:
+    """Which model path a simulation takes and why, decided before anything is built (so that
+    the run-time budget, simscale.report.budget, estimates the path that will run)."""
+
+    reduced: bool  # True: one representative worker stands for all (the symmetric path)
+    approximate: bool  # the symmetric path beyond the loads it was validated at
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return "symmetric" if self.reduced else "exact"
+
+
+def choose_path(
+    scenario: Scenario, full: Layout, costs: CostModel, path: str = "auto", *, trace: bool = False
+) -> PathChoice:
+    """The path ``path`` ("auto", "exact" or "symmetric") resolves to for this scenario: auto
+    takes the symmetric path where it applies, else the exact one, unless the exact model is
+    out of reach (``exact_out_of_reach``): then the symmetric one, marked approximate.
+    ValueError for an unknown path, or "symmetric" where the reduction cannot be built."""
+    if path not in PATHS:
+        raise ValueError(f"path: got {path!r}, expected one of {', '.join(PATHS)}")
+    structural = reason_for_exact(scenario, full, costs, trace=trace, check_load=False)
+    if path == "symmetric" and structural is not None:
+        raise ValueError(f"the symmetric path does not apply: {structural}")
+    # The reduction can be built, but is this shape outside where it was validated?
+    beyond = None if structural else reason_for_exact(scenario, full, costs, trace=trace)
+    # Outside the validated range the exact model is the reference, unless it is out of
+    # reach: then an approximate answer in seconds, said to be one, beats none in hours.
+    out_of_reach = exact_out_of_reach(scenario, full) if beyond and path == "auto" else None
+    approximate = False
+    if path == "exact":
+        reason: str | None = "asked for"
+    elif path == "symmetric" or (beyond and out_of_reach):
+        reason = None
+        approximate = beyond is not None
+    else:
+        reason = structural or beyond
+    if reason is not None:
+        return PathChoice(False, False, reason)
+    words = f"{full.num_workers} identical workers simulated as one"
+    if approximate:
+        why = f"; the exact model is out of reach ({out_of_reach})" if out_of_reach else ""
+        words += f", APPROXIMATE: {beyond}{why}; {APPROXIMATION_ERROR}"
+    return PathChoice(True, approximate, words)
 
 
 def reason_for_exact(
