@@ -41,6 +41,10 @@ class FitInfo:
     # rows and columns in ``parameters`` order; empty in profiles fitted before it was kept.
     covariance: tuple[tuple[float, ...], ...] = ()
     linear_parameters: tuple[str, ...] = ()
+    # Fitted parameters the data could not pin down, each with the reason (at a search bound,
+    # a direction of the Jacobian the residuals do not feel): --interval holds them at their
+    # fitted value instead of sampling a meaningless sigma (calibration/identifiability.py).
+    unidentified: dict[str, str] = field(default_factory=dict)
     train_mape: float = 0.0
     method: str = ""
 

@@ -16,7 +16,7 @@ independently.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,8 @@ class Interval:
     jitter_high: float
     parameters: tuple[str, ...]  # the parameters whose uncertainty was sampled
     words: str
+    # Parameters the profile's fit could not identify, held at their fitted value (name -> why).
+    unidentified: dict[str, str] = field(default_factory=dict)
 
     @property
     def relative_width(self) -> float:
@@ -61,6 +63,7 @@ class Interval:
             "jitter_high_samples_per_s": self.jitter_high,
             "parameters": list(self.parameters),
             "words": self.words,
+            "unidentified": dict(self.unidentified),
         }
 
 
@@ -99,43 +102,143 @@ def parameter_bounds(name: str) -> tuple[float, float]:
     raise WhatIfError(f"profile parameter {name!r} is not a cost-model field")
 
 
-def _parameter_space(profile: Profile) -> tuple[list[str], np.ndarray] | None:
-    """(names, covariance in fit coordinates) of the profile's uncertain parameters."""
+# A fitted parameter whose 1-sigma in log space exceeds this is not identified by its fit: one
+# sigma would already be a factor e (2.7) either way, a 90% interval a factor of 5. Drawn, such
+# a sigma says nothing about the world (profiles/real-v1.yaml once gave allreduce_tensor_us
+# 2223, whose exponential overflows); it is held at its fitted value and named instead.
+MAX_IDENTIFIED_LOG_SIGMA = 1.0
+# Draws are clipped to this many sigma in fit coordinates before leaving log space, so no draw
+# of an identified parameter can overflow either.
+MAX_DRAW_SIGMAS = 6.0
+# A stored covariance with an entry above this (or not finite) is not used: the profile's
+# per-parameter sigmas are, and its huge ones are flagged as unidentified.
+MAX_COVARIANCE = 1e6
+
+
+@dataclass(frozen=True)
+class ParameterSpace:
+    """The profile's parameters an interval samples, their covariance in fit coordinates, and
+    the ones it holds fixed because the fit could not identify them (name -> why)."""
+
+    names: tuple[str, ...]
+    covariance: np.ndarray
+    unidentified: dict[str, str]
+
+
+def unidentified_parameters(profile: Profile) -> dict[str, str]:
+    """The profile's fitted parameters its data could not pin down, each with the reason: those
+    the fit itself flagged, and any whose sigma is not finite or spans more than a factor e."""
     fit = profile.fit
-    names = list(fit.parameters)
-    if fit.covariance and len(fit.covariance) == len(names):
+    linear = set(fit.linear_parameters)
+    out = dict(fit.unidentified)
+    sig = _sigmas(profile)
+    for name in dict.fromkeys([*fit.parameters, *fit.uncertainty]):
+        if name in out:
+            continue
+        s = sig.get(name, math.nan)
+        if not math.isfinite(s) or s < 0:
+            out[name] = f"the fit gave it no usable uncertainty ({s!r})"
+        elif name not in linear and s > MAX_IDENTIFIED_LOG_SIGMA:
+            out[name] = (
+                f"1-sigma of log {s:.3g} (a factor {math.exp(min(s, 700)):.3g}): "
+                "the data cannot pin it down"
+            )
+        elif name in linear:
+            lo, hi = parameter_bounds(name)
+            if math.isfinite(hi - lo) and 2 * s > hi - lo:
+                out[name] = f"1-sigma {s:.3g} spans its whole range"
+    return out
+
+
+def _sigmas(profile: Profile) -> dict[str, float]:
+    """1-sigma per parameter: the covariance's diagonal when the profile keeps one."""
+    fit = profile.fit
+    cov = _full_covariance(profile)
+    if cov is not None:
+        return {n: math.sqrt(max(float(cov[i, i]), 0.0)) for i, n in enumerate(fit.parameters)}
+    return {n: float(v) for n, v in fit.uncertainty.items()}
+
+
+def _full_covariance(profile: Profile) -> np.ndarray | None:
+    fit = profile.fit
+    if fit.covariance and len(fit.covariance) == len(fit.parameters):
         cov = np.array(fit.covariance, dtype=float)
-        if np.all(np.isfinite(cov)):
-            return names, cov
-    known = [n for n in names if n in fit.uncertainty and math.isfinite(fit.uncertainty[n])]
-    for n in fit.uncertainty:
-        if n not in known and math.isfinite(fit.uncertainty[n]):
-            known.append(n)
-    if not known:
+        # Entries beyond MAX_COVARIANCE are an unidentified direction, not a number to invert.
+        if cov.shape == (len(fit.parameters),) * 2 and np.all(np.abs(cov) <= MAX_COVARIANCE):
+            return cov
+    return None
+
+
+def parameter_space(profile: Profile, scenario: Scenario | None = None) -> ParameterSpace | None:
+    """What an interval samples of ``profile``: its identified parameters (those acting on
+    ``scenario`` when given: another GPU's efficiency does not), with their covariance
+    conditioned on the unidentified ones held fixed; None when nothing is left to sample."""
+    fit = profile.fit
+    bad = unidentified_parameters(profile)
+    cov = _full_covariance(profile)
+    if cov is not None:
+        names = list(fit.parameters)
+    else:
+        # Independent sigmas: the unidentified ones (perhaps infinite) condition nothing.
+        names = [n for n in dict.fromkeys([*fit.parameters, *fit.uncertainty]) if n not in bad]
+        sig = _sigmas(profile)
+        cov = np.diag([sig[n] ** 2 for n in names])
+    keep = [i for i, n in enumerate(names) if n not in bad and _acts_on(n, scenario)]
+    fixed = [i for i, n in enumerate(names) if n in bad]
+    if not keep:
         return None
-    return known, np.diag([fit.uncertainty[n] ** 2 for n in known])
+    cov_kept = _conditioned(cov, keep, fixed)
+    return ParameterSpace(tuple(names[i] for i in keep), cov_kept, bad)
 
 
-def draw_costs(profile: Profile, base: CostModel, n: int, seed: int) -> list[CostModel]:
-    """``n`` cost models with the profile's parameters drawn around ``base``'s values."""
-    space = _parameter_space(profile)
+def _acts_on(name: str, scenario: Scenario | None) -> bool:
+    """Whether parameter ``name`` can move ``scenario``'s prediction (a compute efficiency
+    only on its own GPU and precision)."""
+    if scenario is None or not name.startswith("compute_efficiency/"):
+        return True
+    key = name.split("/", 1)[1]
+    precision = scenario.training.compute_precision
+    return any(f"{g.resolved()[1]}/{precision}" == key for g in scenario.cluster.hosts)
+
+
+def _conditioned(cov: np.ndarray, keep: list[int], fixed: list[int]) -> np.ndarray:
+    """The covariance of the ``keep`` coordinates given the ``fixed`` ones (the Schur
+    complement: what holding an unidentified parameter still leaves uncertain), made
+    positive semi-definite."""
+    a = cov[np.ix_(keep, keep)]
+    if fixed:
+        b = cov[np.ix_(keep, fixed)]
+        c = cov[np.ix_(fixed, fixed)]
+        a = a - b @ np.linalg.pinv(c) @ b.T
+    a = (a + a.T) / 2
+    w, v = np.linalg.eigh(a)
+    return (v * np.clip(w, 0.0, None)) @ v.T
+
+
+def draw_costs(
+    profile: Profile, base: CostModel, n: int, seed: int, scenario: Scenario | None = None
+) -> list[CostModel]:
+    """``n`` cost models with the profile's identified parameters drawn around ``base``'s
+    values (the unidentified ones keep ``base``'s)."""
+    space = parameter_space(profile, scenario)
     if space is None:
         return [base] * n
-    names, cov = space
-    linear = set(profile.fit.linear_parameters)
-    center = []
-    for name in names:
-        v = get_parameter(base, name)
-        center.append(v if name in linear else math.log(max(v, 1e-300)))
     rng = np.random.default_rng(seed)
-    xs = rng.multivariate_normal(np.array(center), cov, size=n, method="svd")
-    out = []
-    for x in xs:
-        costs = base
-        for name, xv in zip(names, x, strict=True):
-            costs = set_parameter(costs, name, float(xv if name in linear else math.exp(xv)))
-        out.append(costs)
-    return out
+    z = np.clip(rng.standard_normal((n, len(space.names))), -MAX_DRAW_SIGMAS, MAX_DRAW_SIGMAS)
+    return [costs_at(profile, base, space, row) for row in z]
+
+
+def costs_at(profile: Profile, base: CostModel, space: ParameterSpace, z: np.ndarray) -> CostModel:
+    """``base`` moved to standard-normal coordinates ``z`` of the parameter space."""
+    linear = set(profile.fit.linear_parameters)
+    w, v = np.linalg.eigh(space.covariance)
+    offsets = (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T @ np.asarray(z, dtype=float)
+    costs = base
+    for name, dx in zip(space.names, offsets, strict=True):
+        x = get_parameter(base, name)
+        value = x + dx if name in linear else x * math.exp(float(np.clip(dx, -700, 700)))
+        costs = set_parameter(costs, name, float(value))
+    return costs
 
 
 def _throughput(job: tuple[Scenario, CostModel]) -> float:
@@ -170,8 +273,10 @@ def interval(
     applies = profile is not None and (force_profile or profile.applies_to(scenario))
     base = profile.costs if applies and profile is not None else default_costs(scenario)[0]
     seed0 = scenario.simulation.seed
-    sampled = applies and profile is not None and _parameter_space(profile) is not None
-    param_costs = draw_costs(profile, base, draws, seed0) if sampled and profile else [base] * draws
+    space = parameter_space(profile, scenario) if applies and profile is not None else None
+    param_costs = (
+        draw_costs(profile, base, draws, seed0, scenario) if space and profile else [base] * draws
+    )
     jobs_list = [(scenario, base)]
     jobs_list += [(_with_seed(scenario, seed0 + 1 + r), base) for r in range(repeats)]
     jobs_list += [
@@ -186,7 +291,7 @@ def interval(
     q = (1 - level) / 2 * 100
     low, high = (float(v) for v in np.percentile(combined, [q, 100 - q]))
     j_low, j_high = (float(v) for v in np.percentile(jitter, [q, 100 - q]))
-    params = _parameter_space(profile)[0] if sampled and profile else []
+    params = space.names if space else ()
     iv = Interval(
         level=level,
         nominal=nominal,
@@ -198,6 +303,7 @@ def interval(
         jitter_high=j_high,
         parameters=tuple(params),
         words="",
+        unidentified=dict(space.unidentified) if space else {},
     )
     return replace(iv, words=describe(iv, profile, applies))
 
@@ -236,4 +342,10 @@ def describe(iv: Interval, profile: Profile | None, applies: bool) -> str:
         unc = profile.fit.uncertainty
         top = max(iv.parameters, key=lambda n: unc.get(n, 0.0))
         source = f"mostly the fitted parameters' uncertainty (largest: {top})"
-    return f"{span}: {size}; {source}."
+    held = ""
+    if iv.unidentified:
+        held = (
+            " Not identified by the profile's fit, so held at the fitted value and not in the "
+            "width: " + ", ".join(sorted(iv.unidentified)) + "."
+        )
+    return f"{span}: {size}; {source}.{held}"

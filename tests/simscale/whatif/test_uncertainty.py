@@ -3,13 +3,23 @@ fit's covariance when the profile has one, and say in words what they cover."""
 
 from __future__ import annotations
 
-import pytest
+import math
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simscale.spec.config import ConfigError
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 from simscale.spec.scenario import scenario_from_dict
 from simscale.whatif import WhatIfError
-from simscale.whatif.uncertainty import draw_costs, interval
+from simscale.whatif.uncertainty import (
+    draw_costs,
+    interval,
+    parameter_space,
+    unidentified_parameters,
+)
 
 # Network-bound on purpose (1 Gbit/s NICs, one server): bandwidth and per-message costs matter.
 NET = scenario_from_dict(
@@ -78,3 +88,104 @@ def test_without_a_profile_the_words_say_only_jitter_is_covered() -> None:
 def test_bad_levels_are_one_line() -> None:
     with pytest.raises(WhatIfError, match=r"expected a level in \(0, 100\)"):
         interval(NET, None, level=1.5, executor="serial")
+
+
+def test_an_unidentified_parameter_is_held_fixed_and_named_not_exponentiated() -> None:
+    """A sigma of 2223 in log space (what profiles/real-v1.yaml once held for
+    allreduce_tensor_us) is no uncertainty at all: the interval must not draw it (its
+    exponential overflows), must name it, and must still sample the identified ones."""
+    fit = FitInfo(parameters=PARAMS, uncertainty={PARAMS[0]: 0.1, PARAMS[1]: 2223.0})
+    profile = Profile(PROFILE_SCHEMA_VERSION, _profile(0.1).costs, fit=fit)
+    draws = draw_costs(profile, profile.costs, 20, seed=3)
+    assert {c.message_overhead_us for c in draws} == {50.0}
+    assert len({c.bandwidth_factor for c in draws}) > 1
+    iv = interval(NET, profile, level=0.9, draws=6, repeats=1, executor="serial")
+    assert iv.parameters == (PARAMS[0],)
+    assert set(iv.unidentified) == {PARAMS[1]}
+    assert "message_overhead_us" in iv.words and "Not identified" in iv.words
+
+
+def test_unidentified_parameters_come_from_the_fit_or_from_their_sigma() -> None:
+    nan_sigma = FitInfo(parameters=PARAMS, uncertainty={PARAMS[0]: float("nan"), PARAMS[1]: 0.1})
+    flagged = FitInfo(
+        parameters=PARAMS,
+        uncertainty=dict.fromkeys(PARAMS, 0.1),
+        unidentified={PARAMS[1]: "at its lower search bound"},
+    )
+    for fit, bad in ((nan_sigma, PARAMS[0]), (flagged, PARAMS[1])):
+        profile = Profile(PROFILE_SCHEMA_VERSION, _profile(0.1).costs, fit=fit)
+        assert set(unidentified_parameters(profile)) == {bad}
+
+
+def test_holding_a_correlated_parameter_fixed_conditions_the_others() -> None:
+    """With the second parameter fixed, the first keeps only what the data leaves of it given
+    the second: var(x | y) = var(x) - cov(x, y)^2 / var(y)."""
+    cov = ((0.04, 0.039), (0.039, 0.04))
+    fit = FitInfo(parameters=PARAMS, covariance=cov, unidentified={PARAMS[1]: "test"})
+    space = parameter_space(Profile(PROFILE_SCHEMA_VERSION, _profile(0.1).costs, fit=fit))
+    assert space is not None and space.names == (PARAMS[0],)
+    assert space.covariance[0, 0] == pytest.approx(0.04 - 0.039**2 / 0.04)
+
+
+def test_a_gpu_the_scenario_does_not_use_is_not_sampled() -> None:
+    names = ("compute_efficiency/V100/fp32", "compute_efficiency/cpu/fp32")
+    fit = FitInfo(parameters=names, uncertainty=dict.fromkeys(names, 0.1))
+    space = parameter_space(Profile(PROFILE_SCHEMA_VERSION, CostModel(), fit=fit), NET)
+    assert space is not None and space.names == ("compute_efficiency/cpu/fp32",)
+
+
+# ---- --interval never ends in a traceback ----
+
+_SIGMAS = st.one_of(
+    st.floats(0.0, 3.0), st.sampled_from([2223.0, 1e308, float("inf"), float("nan"), -1.0])
+)
+_HOSTS = st.one_of(
+    st.fixed_dictionaries(
+        {"count": st.integers(1, 4), "instance": st.sampled_from(["p3.16xlarge", "p2.xlarge"])}
+    ),
+    st.fixed_dictionaries(
+        {
+            "count": st.integers(1, 4),
+            "gpus_per_host": st.integers(1, 4),
+            "gpu": st.sampled_from(["V100", "K80", "cpu", "A100"]),
+            "nic_gbps": st.floats(0.1, 100.0),
+        }
+    ),
+)
+
+
+@st.composite
+def _scenarios(draw: st.DrawFn) -> dict:
+    mode = draw(st.sampled_from(["dist_sync", "dist_async", "allreduce", "dist_sync_device"]))
+    return {
+        "name": "fuzz",
+        "cluster": {"hosts": [draw(_HOSTS)]},
+        "model": {"name": draw(st.sampled_from(["mlp", "convnet_small", "resnet18"]))},
+        "training": {
+            "batch_per_gpu": draw(st.integers(1, 64)),
+            "precision": draw(st.sampled_from(["fp32", "fp16"])),
+        },
+        "kvstore": {"mode": mode},
+        "simulation": {"warmup_iterations": 0, "measured_iterations": 2, "seed": 0},
+    }
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_scenarios(), sigmas=st.lists(_SIGMAS, min_size=3, max_size=3))
+def test_interval_never_raises_on_generated_scenarios_and_profiles(
+    data: dict, sigmas: list[float]
+) -> None:
+    """Any valid scenario, under a profile whose sigmas are absurd (huge, infinite, NaN,
+    negative), gets a finite interval around its prediction or a one-line WhatIfError."""
+    try:
+        scenario = scenario_from_dict(data)
+    except ConfigError:
+        return
+    names = (*PARAMS, "compute_efficiency/V100/fp32")
+    fit = FitInfo(parameters=names, uncertainty=dict(zip(names, sigmas, strict=True)))
+    profile = Profile(PROFILE_SCHEMA_VERSION, CostModel(), fit=fit)
+    iv = interval(
+        scenario, profile, level=0.9, draws=3, repeats=1, force_profile=True, executor="serial"
+    )
+    assert 0 < iv.low <= iv.median <= iv.high < math.inf
+    assert iv.words
