@@ -124,13 +124,15 @@ class HostSet:
     ) -> dict[str, Any]:
         """The JSON line an agent prints at its end; ProbeHostError naming the host otherwise."""
         try:
-            out, _ = proc.communicate(timeout=timeout_s)
+            out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             stop_process_groups([proc], TERM_GRACE_S)
             raise self.failed(index, f"{what} did not finish within {timeout_s:.0f} s") from None
         lines = [ln for ln in (out or "").strip().splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
-            raise self.failed(index, f"{what} failed (exit {proc.returncode})", proc)
+            tail = [ln.strip() for ln in (err or "").splitlines() if ln.strip()]
+            detail = f": {tail[-1]}" if tail else ""
+            raise self.failed(index, f"{what} failed (exit {proc.returncode}){detail}")
         result: dict[str, Any] = json.loads(lines[-1])
         return result
 

@@ -75,7 +75,10 @@ def sink(port: int, connections: int, burst_bytes: int, rounds: int, timeout_s: 
                     i = key.data
                     n = key.fileobj.recv_into(buffer)  # type: ignore[union-attr]
                     if not n:
-                        raise ConnectionError(f"connection {i} closed after {got[i]} bytes")
+                        if got[i] < burst_bytes:
+                            raise ConnectionError(f"connection {i} closed after {got[i]} bytes")
+                        sel.unregister(key.fileobj)  # its source is done: the last round
+                        continue
                     now = time.monotonic()
                     first[i] = now if first[i] is None else first[i]
                     last[i] = now
