@@ -1,5 +1,6 @@
 """``realrun run SCENARIO [--launcher local|netns|ssh] [-o RUN.json] [--set path=value ...]``,
-``realrun campaign FILE [-o DIR] [--repeats N]`` and ``realrun cleanup``."""
+``realrun campaign FILE [-o DIR] [--repeats N]``, ``realrun probe -o PROBE.json`` and
+``realrun cleanup``."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         help="per run (default 600)",
     )
     _launch_arguments(campaign, default="netns")
+    _add_probe(sub)
     cleanup = sub.add_parser("cleanup", help="delete emulated-cluster leftovers of dead runs")
     cleanup.add_argument("--force", action="store_true", help="also those of live runs")
     args = parser.parse_args(argv)
@@ -68,7 +70,35 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "campaign":
         return _campaign(args)
+    if args.command == "probe":
+        from realrun.probe.cli import run_probe
+
+        return run_probe(args)
     return _run(args)
+
+
+def _add_probe(sub: argparse._SubParsersAction) -> None:
+    from realrun.probe.runner import STEPS
+
+    probe = sub.add_parser(
+        "probe", help="measure the cluster's network, servers, all-reduce and GPUs in minutes"
+    )
+    probe.add_argument("-o", "--output", required=True, help="probe record (JSON) to write")
+    probe.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
+    probe.add_argument(
+        "--scenario", help="netns: build this scenario's emulated cluster (its hosts and NICs)"
+    )
+    probe.add_argument(
+        "--set", action="append", default=[], metavar="PATH=VALUE", help="override a field"
+    )
+    probe.add_argument(
+        "--hosts", type=int, default=4, metavar="N", help="local: how many hosts (default 4)"
+    )
+    probe.add_argument(
+        "--skip", default="", metavar="STEP,...", help=f"steps to leave out of {','.join(STEPS)}"
+    )
+    probe.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    _launch_arguments(probe)
 
 
 def _launch_arguments(parser: argparse.ArgumentParser, default: str = "local") -> None:
