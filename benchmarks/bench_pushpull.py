@@ -1,32 +1,45 @@
-"""PS push+pull goodput against raw pyzmq on loopback, measured in the same run.
+"""PS push+pull goodput: realrun (authenticated and not), raw pyzmq, and MXNet ps-lite, side
+by side on loopback in one run.
 
-One server process (realrun.node, DMLC_ROLE=server) and this process as the one worker: each
-operation pushes an array of N bytes and pulls N bytes back (pushpull of one key), so the
-goodput is 2N / time. The baseline is a raw pyzmq echo process (ROUTER that sends each
-message straight back, zero-copy) moving the same 2N bytes per operation over the same kind
-of DEALER/ROUTER TCP connection; raw and PS runs alternate, so machine load hits both alike.
-The ratio says what the PS layer (header, request tracking, server aggregation, the copy of
-pulled values into the worker's array) costs. The PS runs twice, with every message signed
-and verified with the job's secret (realrun/auth.py, as every real job runs) and with
-authentication off (possible only for nodes built in code, as here), so the difference is what
-authentication costs.
+One server process and one worker: each operation pushes an array of N bytes and pulls N bytes
+back (a pushpull of one key), so goodput is 2N / time. The peers, measured in alternating
+rounds so that machine load hits them alike:
+
+- raw: a pyzmq echo process (ROUTER that sends each message straight back, zero-copy) moving
+  the same 2N bytes over the same kind of DEALER/ROUTER TCP connection: the floor under any PS;
+- realrun: a real scheduler and server process (realrun.node), this process the worker, with
+  authentication as every job runs it (realrun/auth.py: handshake, tag over the meta data),
+  with ``REALRUN_MESSAGE_MAC=full`` (every byte tagged), and with authentication off (possible
+  only for nodes built in code, as here);
+- MXNet (with ``--mxnet-python PATH``, an interpreter that has mxnet 1.9.1, e.g. its own venv
+  with numpy<1.24): KVStore ``dist_sync`` through ps-lite, a scheduler, 1 server and 1 worker
+  started with the ``DMLC_*`` variables on 127.0.0.1; the worker times ``push`` then ``pull``
+  of one key, waiting for the pulled value each operation.
+
+Worker CPU per operation is the worker process's (for MXNet, its process with its engine
+threads). ``--json`` writes every run's figures.
 
     python benchmarks/bench_pushpull.py [--sizes-mb 4 64] [--runs 7] [--ops-mb 512]
+        [--mxnet-python /work/mxnet-venv/bin/python] [--json PATH] [--csv PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import dataclasses
 import json
+import os
 import secrets
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -69,12 +82,13 @@ class RawEcho:
         self.sock.connect(f"tcp://{HOST}:{int(self.echo.stdout.readline())}")
         self.payload = np.ones(nbytes // 4, dtype=np.float32)
 
-    def seconds(self, ops: int) -> float:
-        start = time.perf_counter()
+    def seconds(self, ops: int) -> tuple[float, float]:
+        """Wall and worker CPU seconds of ``ops`` round trips."""
+        c0, start = time.process_time(), time.perf_counter()
         for _ in range(ops):
             self.sock.send(self.payload, copy=False)
             self.sock.recv(copy=False)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - c0
 
     def close(self) -> None:
         self.sock.send(b"stop")
@@ -98,13 +112,16 @@ sys.exit(node.run_scheduler(env) if env.role == "scheduler" else node.run_server
 
 
 class PSPair:
-    """A real scheduler and server process, with this process as the one worker."""
+    """A real scheduler and server process, with this process as the one worker.
 
-    def __init__(self, nbytes: int, authenticated: bool = True) -> None:
+    ``mode``: "header" (as every job runs), "full" (REALRUN_MESSAGE_MAC=full) or "off"."""
+
+    def __init__(self, nbytes: int, mode: str = "header") -> None:
         launcher = LocalLauncher()
         secret = secrets.token_hex(32)
-        flag = {"BENCH_AUTH": "1" if authenticated else "0"}
-        sched = NodeEnv("scheduler", HOST, 0, 1, 1, HOST, secret=secret)
+        flag = {"BENCH_AUTH": "0" if mode == "off" else "1"}
+        mac = "full" if mode == "full" else "header"
+        sched = NodeEnv("scheduler", HOST, 0, 1, 1, HOST, secret=secret, message_mac=mac)
         argv = [sys.executable, "-c", NODE]
         self.procs = [launcher.start("scheduler", 0, argv, {**sched.to_env(), **flag})]
         self.po = None
@@ -114,7 +131,7 @@ class PSPair:
             self.procs.append(launcher.start("server", 0, argv, {**server.to_env(), **flag}))
             worker = dataclasses.replace(server, role="worker")
             self.po = Postoffice(
-                worker if authenticated else dataclasses.replace(worker, secret="")
+                dataclasses.replace(worker, secret="") if mode == "off" else worker
             )
             self.po.start()
             self.kv = KVWorker(self.po, bigarray_bound=1 << 62)
@@ -126,11 +143,12 @@ class PSPair:
             self.close()
             raise
 
-    def seconds(self, ops: int) -> float:
-        start = time.perf_counter()
+    def seconds(self, ops: int) -> tuple[float, float]:
+        """Wall and worker CPU seconds of ``ops`` pushpulls."""
+        c0, start = time.process_time(), time.perf_counter()
         for _ in range(ops):
             self.kv.pushpull(0, self.grad, self.out).wait(60)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start, time.process_time() - c0
         assert np.array_equal(self.out, self.grad)
         return elapsed
 
@@ -146,27 +164,155 @@ class PSPair:
                 p.stdout.close()
 
 
-def measure(nbytes: int, ops: int, runs: int) -> tuple[list[list[float]], list[list[float]]]:
-    """GB/s of raw, PS and PS without authentication per run, and this process's (the
-    worker's) CPU milliseconds per operation; the three alternate so that machine load hits
-    them alike."""
-    peers = [RawEcho(nbytes)]
-    results: list[list[float]] = [[], [], []]
-    cpu_ms: list[list[float]] = [[], [], []]
+# The MXNet worker: reads "OPS" lines on stdin, answers "wall_s cpu_s" after OPS push+pull
+# rounds of one key. ``import mxnet`` with DMLC_ROLE=scheduler|server runs that role and exits.
+MXNET_WORKER = """
+import sys, time
+import mxnet as mx
+kv = mx.kv.create("dist_sync")
+n = int(sys.argv[1])
+grad = mx.nd.ones(n)
+out = mx.nd.zeros(n)
+kv.init(0, grad)
+print("ready", mx.__version__, flush=True)
+for line in sys.stdin:
+    ops = int(line)
+    if ops == 0:
+        break
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(ops):
+        kv.push(0, grad)
+        kv.pull(0, out=out)
+        out.wait_to_read()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert (out.asnumpy() == 1).all()
+    print(wall, cpu, flush=True)
+"""
+MXNET_SERVER = "import mxnet"
+
+
+class MXNetPS:
+    """MXNet 1.9.1 KVStore dist_sync over ps-lite: scheduler, 1 server, 1 worker on loopback."""
+
+    def __init__(self, python: str, nbytes: int) -> None:
+        port = _free_port()
+        base = {
+            **os.environ,
+            "DMLC_PS_ROOT_URI": HOST,
+            "DMLC_PS_ROOT_PORT": str(port),
+            "DMLC_NUM_SERVER": "1",
+            "DMLC_NUM_WORKER": "1",
+            "DMLC_NODE_HOST": HOST,
+            "DMLC_INTERFACE": "lo",
+            "PYTHONPATH": "",  # the MXNet venv's own numpy, not this project's
+        }
+        self.procs = [
+            subprocess.Popen(
+                [python, "-c", MXNET_SERVER],
+                env={**base, "DMLC_ROLE": role},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            for role in ("scheduler", "server")
+        ]
+        self.worker = subprocess.Popen(
+            [python, "-c", MXNET_WORKER, str(nbytes // 4)],
+            env={**base, "DMLC_ROLE": "worker"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.procs.append(self.worker)
+        line = self.worker.stdout.readline()
+        if not line.startswith("ready"):
+            self.close()
+            raise RuntimeError(f"the MXNet worker did not start ({python}): {line!r}")
+        self.version = line.split()[1]
+
+    def seconds(self, ops: int) -> tuple[float, float]:
+        self.worker.stdin.write(f"{ops}\n")
+        self.worker.stdin.flush()
+        wall, cpu = self.worker.stdout.readline().split()
+        return float(wall), float(cpu)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.worker.stdin.write("0\n")
+            self.worker.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.worker.wait(20)
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            p.wait(5)
+        if self.worker.stdout is not None:
+            self.worker.stdout.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One peer at one size: medians of the runs, and every run."""
+
+    peer: str
+    size_mb: float
+    gbps: float
+    cpu_ms_per_op: float
+    min_gbps: float
+    max_gbps: float
+    runs_gbps: tuple[float, ...]
+
+
+def measure(nbytes: int, ops: int, runs: int, mxnet_python: str | None) -> list[Row]:
+    """Every peer's goodput over ``runs`` alternating rounds of ``ops`` operations."""
+    makers = {
+        "raw pyzmq": lambda: RawEcho(nbytes),
+        "realrun auth": lambda: PSPair(nbytes, "header"),
+        "realrun auth full-MAC": lambda: PSPair(nbytes, "full"),
+        "realrun no-auth": lambda: PSPair(nbytes, "off"),
+    }
+    if mxnet_python:
+        makers["MXNet ps-lite"] = lambda: MXNetPS(mxnet_python, nbytes)
+    peers: dict[str, Any] = {}
+    gbps: dict[str, list[float]] = {name: [] for name in makers}
+    cpu: dict[str, list[float]] = {name: [] for name in makers}
     try:
-        peers.append(PSPair(nbytes, authenticated=True))
-        peers.append(PSPair(nbytes, authenticated=False))
-        for peer in peers:
-            peer.seconds(ops)  # warm every connection up
-        for _ in range(runs):
-            for peer, out, cpu in zip(peers, results, cpu_ms, strict=True):
-                c0 = time.process_time()
-                out.append(2 * nbytes * ops / peer.seconds(ops) / 1e9)
-                cpu.append((time.process_time() - c0) / ops * 1e3)
+        for name, make in makers.items():
+            peers[name] = make()
+            peers[name].seconds(ops)  # warm the connection up
+        for i in range(runs):
+            order = list(peers.items())
+            order = order[i % len(order) :] + order[: i % len(order)]  # rotate who goes first
+            for name, peer in order:
+                wall, cpu_s = peer.seconds(ops)
+                gbps[name].append(2 * nbytes * ops / wall / 1e9)
+                cpu[name].append(cpu_s / ops * 1e3)
+            print(f"  {nbytes / 1e6:g} MB: round {i + 1}/{runs} done", file=sys.stderr)
     finally:
-        for peer in peers:
+        for peer in peers.values():
             peer.close()
-    return results, cpu_ms
+    return [
+        Row(
+            name,
+            nbytes / 1e6,
+            statistics.median(gbps[name]),
+            statistics.median(cpu[name]),
+            min(gbps[name]),
+            max(gbps[name]),
+            tuple(round(g, 4) for g in gbps[name]),
+        )
+        for name in makers
+    ]
 
 
 def main() -> int:
@@ -179,25 +325,63 @@ def main() -> int:
         default=512,
         help="bytes pushed per run, in MB (sets operations per run)",
     )
+    parser.add_argument("--mxnet-python", help="a Python interpreter that can import mxnet")
+    parser.add_argument("--json", help="write the rows to this JSON file")
+    parser.add_argument("--csv", help="write the rows to this CSV file")
     args = parser.parse_args()
+    if args.mxnet_python and not Path(args.mxnet_python).exists():
+        print(f"--mxnet-python {args.mxnet_python}: no such file", file=sys.stderr)
+        return 2
     child_environ({})  # fail early if the project is not importable for the server
-    print(
-        f"{'size':>8} {'raw GB/s':>9} {'PS GB/s':>8} {'PS/raw':>7} {'no-auth':>8} "
-        f"{'auth cost':>9} {'worker CPU ms/op auth / no-auth':>32}   {'raw min-max':>12} "
-        f"{'PS min-max':>12} {'no-auth min-max':>15}"
-        f"   (medians of {args.runs} alternating runs; goodput = (push + pull bytes) / time)"
-    )
+    rows: list[Row] = []
     for mb in args.sizes_mb:
         nbytes = int(mb * 1e6) // 4 * 4
         ops = max(2, int(args.ops_mb / mb))
-        runs, cpu_ms = measure(nbytes, ops, args.runs)
-        raw, ps, plain = (statistics.median(r) for r in runs)
-        _, cpu_auth, cpu_plain = (statistics.median(c) for c in cpu_ms)
-        spread = " ".join(f"{min(r):>5.2f}-{max(r):<6.2f}" for r in runs)
+        rows += measure(nbytes, ops, args.runs, args.mxnet_python)
+    mxnet = {r.size_mb: r.gbps for r in rows if r.peer == "MXNet ps-lite"}
+    print(
+        f"{'peer':<24} {'size':>6} {'GB/s':>6} {'x MXNet':>8} {'worker CPU ms/op':>17} "
+        f"{'min-max GB/s':>13}   (medians of {args.runs} alternating runs; "
+        "goodput = (push + pull bytes) / time)"
+    )
+    for r in rows:
+        ratio = f"{r.gbps / mxnet[r.size_mb]:.2f}" if r.size_mb in mxnet else "-"
         print(
-            f"{mb:>6g}MB {raw:>9.2f} {ps:>8.2f} {ps / raw:>6.0%} {plain:>8.2f} "
-            f"{1 - ps / plain:>8.0%} {cpu_auth:>15.2f} / {cpu_plain:<14.2f}   {spread}"
+            f"{r.peer:<24} {r.size_mb:>4g}MB {r.gbps:>6.2f} {ratio:>8} "
+            f"{r.cpu_ms_per_op:>17.2f} {r.min_gbps:>6.2f}-{r.max_gbps:<6.2f}"
         )
+    if args.json:
+        meta = {"runs": args.runs, "ops_mb": args.ops_mb, "mxnet_python": args.mxnet_python}
+        Path(args.json).write_text(
+            json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+        )
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(
+                [
+                    "peer",
+                    "size_mb",
+                    "gbps_median",
+                    "cpu_ms_per_op",
+                    "min_gbps",
+                    "max_gbps",
+                    "x_mxnet",
+                ]
+            )
+            for r in rows:
+                x = round(r.gbps / mxnet[r.size_mb], 3) if r.size_mb in mxnet else ""
+                w.writerow(
+                    [
+                        r.peer,
+                        r.size_mb,
+                        round(r.gbps, 4),
+                        round(r.cpu_ms_per_op, 3),
+                        round(r.min_gbps, 4),
+                        round(r.max_gbps, 4),
+                        x,
+                    ]
+                )
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import secrets
 import signal
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from realrun.auth import MAC_VARIABLE, parse_mode
 from realrun.launching.launch import Launcher, NodeProcess, node_command
 from realrun.ps.roles import DEFAULT_HEARTBEAT_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, NodeEnv
 from realrun.records.progress import Progress
@@ -110,6 +112,8 @@ class Job:
         self.profile: dict[str, Any] | None = None
         # Drawn per job and given only to its nodes (realrun.auth): a stranger cannot join.
         self.secret = secrets.token_hex(32)
+        # What each message's tag covers (realrun.auth): the launching shell may ask for "full".
+        self.message_mac = parse_mode(os.environ.get(MAC_VARIABLE, ""))
         self.max_message_bytes = max_message_bytes(self.scenario)
         self._workdir: tempfile.TemporaryDirectory | None = None
         self._worker_args: tuple[str, ...] = ()
@@ -226,6 +230,7 @@ class Job:
             self.start_timeout_s,
             self.secret,
             self.max_message_bytes,
+            self.message_mac,
         )
         cmd = node_command(node, rank, self.scenario_path, self.overrides, self._worker_args)
         env = {**cmd.env, RANK_TRACE_VARIABLE: "1"} if self.tracing else cmd.env

@@ -47,6 +47,8 @@ class Kind(IntEnum):
     FINISH = 9  # worker -> scheduler: my training is done
     SHUTDOWN = 10  # scheduler -> node: exit now
     BYE = 11  # server -> scheduler: exiting after SHUTDOWN
+    HELLO = 12  # connecting side -> serving side, untagged: a handshake's nonce (realrun.auth)
+    WELCOME = 13  # serving side -> connecting side, untagged: its nonce and proof of the secret
     CONFIGURE = 20  # worker 0 -> server: sync mode and optimizer (body)
     INIT = 21  # worker 0 -> server: initial value of a slice (1 frame)
     PUSH = 22  # worker -> server: gradient of a slice (1 frame, maybe compressed)
@@ -144,6 +146,16 @@ def decode(frames: list[Any]) -> Message:
             raise MessageError(f"array frame of {len(buf)} bytes is not a whole number of {dtype}")
         arrays.append(np.frombuffer(buf, dtype=dtype))
     return Message(kind, request_id, key, start, stop, value, flags, body, tuple(arrays))
+
+
+def peek_kind(frames: list[Any]) -> int | None:
+    """The kind number in a message's header, without parsing the rest (None if no header)."""
+    if not frames:
+        return None
+    header = _buffer(frames[0])
+    if len(header) != HEADER_BYTES or bytes(header[:4]) != MAGIC:
+        return None
+    return header[5]
 
 
 def _buffer(frame: Any) -> memoryview:

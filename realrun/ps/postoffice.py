@@ -78,7 +78,11 @@ class Postoffice:
         self.handler = handler
         self.window_bytes = window_bytes
         self.tracker = Tracker()
-        self.van = Van(env.secret_key, env.max_message_bytes if env.role == "server" else None)
+        self.van = Van(
+            env.secret_key,
+            env.max_message_bytes if env.role == "server" else None,
+            env.message_mac,
+        )
         self.port = self.van.bind(env.node_host) if env.role == "server" else 0
         self.hostname = socket.gethostname()
         self.assignment: Assignment | None = None

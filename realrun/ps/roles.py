@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from realrun.auth import SECRET_VARIABLE, parse_secret
+from realrun.auth import MAC_VARIABLE, SECRET_VARIABLE, parse_mode, parse_secret
 
 ROLES = ("scheduler", "server", "worker")
 
@@ -52,6 +52,9 @@ class NodeEnv:
     # The largest message a server accepts (REALRUN_MAX_MESSAGE_BYTES): the job's largest key
     # slice plus headroom, so a peer cannot make a server buffer more than the model needs.
     max_message_bytes: int | None = None
+    # What each message's tag covers (REALRUN_MESSAGE_MAC, realrun.auth): "header" (the meta
+    # data and the arrays' lengths) or "full" (every byte, at a measured cost).
+    message_mac: str = "header"
 
     @property
     def secret_key(self) -> bytes:
@@ -79,6 +82,8 @@ class NodeEnv:
             env[SECRET_VARIABLE] = self.secret
         if self.max_message_bytes is not None:
             env["REALRUN_MAX_MESSAGE_BYTES"] = str(self.max_message_bytes)
+        if self.message_mac != "header":
+            env[MAC_VARIABLE] = self.message_mac
         return env
 
 
@@ -110,6 +115,10 @@ def node_env(environ: Mapping[str, str] | None = None) -> NodeEnv:
         if env.get("REALRUN_MAX_MESSAGE_BYTES")
         else None
     )
+    try:
+        message_mac = parse_mode(env.get(MAC_VARIABLE, ""))
+    except ValueError as e:
+        raise RoleError(str(e)) from None
     return NodeEnv(
         role,
         root_uri,
@@ -122,6 +131,7 @@ def node_env(environ: Mapping[str, str] | None = None) -> NodeEnv:
         _float(env, "REALRUN_START_TIMEOUT_S", DEFAULT_START_TIMEOUT_S),
         secret,
         max_message,
+        message_mac,
     )
 
 

@@ -50,7 +50,7 @@ class Scheduler:
     def __init__(self, env: NodeEnv, emit: Emit) -> None:
         self.env = env
         self.emit = emit
-        self.van = Van(env.secret_key)
+        self.van = Van(env.secret_key, mac_mode=env.message_mac)
         self.port = self.van.bind(socket.gethostbyname(env.root_uri), env.root_port)
         self.nodes: dict[bytes, NodeInfo] = {}
         self.assigned = False

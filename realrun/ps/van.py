@@ -10,17 +10,19 @@ received as views of zmq's buffers. Only the thread that runs ``poll`` may call 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
 from realrun import auth
-from realrun.ps.message import Message, MessageError, decode, encode
+from realrun.ps.message import Kind, Message, MessageError, decode, encode, peek_kind
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,9 @@ RECV_BATCH = 64  # messages drained from one socket per poll round, so no socket
 # of growing without bound (issue 13: unread PULL replies did). A worker has at most its send
 # window of requests in flight (kv_worker), far below this.
 QUEUE_MESSAGES = 10_000
+# Handshakes begun (HELLO) whose peer has not yet sent a message that verified: a stranger's
+# HELLOs cost at most this many sessions of memory; a job has one per node and peer.
+MAX_UNPROVEN = 4096
 
 
 class RateLimitedLog:
@@ -75,13 +80,21 @@ class Incoming:
 class Van:
     """The sockets of one node."""
 
-    def __init__(self, secret: bytes = b"", max_message_bytes: int | None = None) -> None:
+    def __init__(
+        self, secret: bytes = b"", max_message_bytes: int | None = None, mac_mode: str = "header"
+    ) -> None:
         # An empty secret turns authentication off: only for nodes built inside one process
         # (tests, benchmarks); node processes refuse to start without one (realrun.ps.roles).
         self._secret = secret
+        self._mac_mode = mac_mode
         self._max_message_bytes = max_message_bytes
-        self._counter = 0  # tags' counter, increasing over every message this van sends
-        self._last_seen: dict[Any, int] = {}  # per connection: the last counter accepted
+        # realrun.auth's sessions: a DEALER's (by socket) once its WELCOME verified, and a
+        # ROUTER peer's (by identity) from its HELLO on; until a peer proves it holds the key,
+        # its session is one of at most MAX_UNPROVEN, the oldest dropped first.
+        self._sessions: dict[Any, auth.Session] = {}
+        self._unproven: OrderedDict[bytes, None] = OrderedDict()
+        self._hello: dict[zmq.Socket, bytes] = {}  # DEALER -> the nonce of its HELLO
+        self._waiting: dict[zmq.Socket, list[Message]] = {}  # sent before the WELCOME came
         self._identity_of: dict[zmq.Socket, bytes] = {}
         self._warn = RateLimitedLog(log)
         self._ctx = zmq.Context()
@@ -95,7 +108,7 @@ class Van:
         self._poller.register(self._wake_r, zmq.POLLIN)
         self._wake_lock = threading.Lock()
         self._closed = False
-        self.rejected = 0  # malformed messages dropped
+        self.rejected = 0  # malformed or unauthenticated messages dropped
         self.bytes_sent = 0
 
     def bind(self, host: str, port: int = 0) -> int:
@@ -124,26 +137,51 @@ class Van:
         self._dealers[peer] = sock
         self._peer_of[sock] = peer
         self._poller.register(sock, zmq.POLLIN)
+        if self._secret:
+            nonce = auth.new_nonce()
+            self._hello[sock] = nonce
+            self._waiting[sock] = []
+            hello = Message(Kind.HELLO, body={"nonce": nonce.hex(), "mac": self._mac_mode})
+            sock.send_multipart(encode(hello))
 
     def send(self, peer: str, msg: Message) -> None:
+        """Send on the DEALER to ``peer``; held back until its handshake has completed."""
         sock = self._dealers[peer]
-        sock.send_multipart(self._signed(self._identity_of[sock], encode(msg)), copy=False)
+        frames = encode(msg)
+        if self._secret:
+            session = self._sessions.get(sock)
+            if session is None:
+                self._waiting[sock].append(msg)
+                return
+            frames.append(session.tag(auth.TO_SERVER, frames))
+        sock.send_multipart(frames, copy=False)
         self.bytes_sent += msg.nbytes
 
     def reply(self, identity: bytes, msg: Message) -> bool:
         """Answer on the ROUTER; False (logged) when that peer is gone."""
         assert self._router is not None
+        frames = encode(msg)
+        if self._secret:
+            session = self._sessions.get(identity)
+            if session is None:
+                self._warn.warning("nosession", "cannot answer %r: no session", identity)
+                return False
+            frames.append(session.tag(auth.TO_CLIENT, frames))
+        if not self._route(identity, frames):
+            return False
+        self.bytes_sent += msg.nbytes
+        return True
+
+    def _route(self, identity: bytes, frames: list[Any]) -> bool:
+        assert self._router is not None
         try:
-            self._router.send_multipart(
-                [identity, *self._signed(identity, encode(msg))], zmq.NOBLOCK, copy=False
-            )
+            self._router.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
         except zmq.Again:
             self._warn.warning("full", "dropped an answer to %r: it reads nothing", identity)
             return False
         except zmq.ZMQError as e:
             self._warn.warning("unroutable", "cannot answer %r: %s", identity, e)
             return False
-        self.bytes_sent += msg.nbytes
         return True
 
     def wake(self) -> None:
@@ -179,12 +217,6 @@ class Van:
                     out.append(incoming)
         return out
 
-    def _signed(self, identity: bytes, frames: list[Any]) -> list[Any]:
-        if not self._secret:
-            return frames
-        self._counter += 1
-        return [*frames, auth.tag(self._secret, identity, self._counter, frames)]
-
     def _parse(self, sock: zmq.Socket, frames: list[zmq.Frame]) -> Incoming | None:
         identity = None
         if sock is self._router:
@@ -192,14 +224,10 @@ class Van:
             frames = frames[1:]
         who = identity if identity is not None else self._peer_of.get(sock)
         if self._secret:
-            # Whose connection this is: the DEALER side's identity, whichever end we are.
-            signer = identity if identity is not None else self._identity_of[sock]
-            connection = identity if identity is not None else sock
             try:
-                self._last_seen[connection] = auth.verify(
-                    self._secret, signer, frames, self._last_seen.get(connection, 0)
-                )
-            except auth.AuthError as e:
+                if not self._authenticate(sock, identity, frames):
+                    return None  # a handshake message, handled here
+            except (auth.AuthError, MessageError) as e:
                 self.rejected += 1
                 self._warn.warning("auth", "dropped a message from %r: %s", who, e)
                 return None
@@ -211,6 +239,67 @@ class Van:
             self._warn.warning("malformed", "dropped a malformed message from %r: %s", who, e)
             return None
         return Incoming(msg, self._peer_of.get(sock), identity)
+
+    def _authenticate(self, sock: zmq.Socket, identity: bytes | None, frames: list[Any]) -> bool:
+        """True for a message whose tag verified; False for a handshake message it handled;
+        AuthError (or MessageError) for anything else."""
+        kind = peek_kind(frames)
+        if identity is not None:  # our ROUTER: a connecting peer
+            if kind == Kind.HELLO:
+                self._welcome(identity, decode(frames))
+                return False
+            session = self._sessions.get(identity)
+            if session is None:
+                raise auth.AuthError("no handshake on this connection")
+            session.verify(auth.TO_SERVER, frames)
+            self._unproven.pop(identity, None)
+            return True
+        if kind == Kind.WELCOME and sock in self._hello:
+            self._welcomed(sock, decode(frames))
+            return False
+        session = self._sessions.get(sock)
+        if session is None:
+            raise auth.AuthError("a message before the handshake completed")
+        session.verify(auth.TO_CLIENT, frames)
+        return True
+
+    def _welcome(self, identity: bytes, hello: Message) -> None:
+        """Answer a HELLO: a fresh nonce, our proof, and a new session for ``identity``."""
+        old = self._sessions.get(identity)
+        if old is not None and old.proven:
+            # The peer holding this identity has proven the key; a second HELLO could only
+            # come from someone else after a disconnect, and must not reset its session.
+            raise auth.AuthError("a HELLO on an identity already authenticated")
+        client_nonce = _nonce(hello.body.get("nonce"))
+        mode = hello.body.get("mac")
+        if mode != self._mac_mode:
+            raise auth.AuthError(f"message MAC {mode!r}, this job uses {self._mac_mode!r}")
+        server_nonce = auth.new_nonce()
+        args = (self._secret, identity, client_nonce, server_nonce, self._mac_mode)
+        self._sessions[identity] = auth.Session.derive(*args)
+        self._unproven[identity] = None
+        self._unproven.move_to_end(identity)
+        while len(self._unproven) > MAX_UNPROVEN:
+            stale, _ = self._unproven.popitem(last=False)
+            self._sessions.pop(stale, None)
+        proof = auth.welcome_proof(*args)
+        body = {"nonce": server_nonce.hex(), "proof": proof.hex()}
+        self._route(identity, encode(Message(Kind.WELCOME, body=body)))
+
+    def _welcomed(self, sock: zmq.Socket, welcome: Message) -> None:
+        """Check a WELCOME's proof; start the session and send what waited for it."""
+        identity = self._identity_of[sock]
+        client_nonce = self._hello[sock]
+        server_nonce = _nonce(welcome.body.get("nonce"))
+        args = (self._secret, identity, client_nonce, server_nonce, self._mac_mode)
+        proof = auth.welcome_proof(*args)
+        if not hmac.compare_digest(proof, _nonce(welcome.body.get("proof"), len(proof))):
+            raise auth.AuthError("a WELCOME whose proof does not hold the job's secret")
+        del self._hello[sock]
+        self._sessions[sock] = auth.Session.derive(*args)
+        peer = self._peer_of[sock]
+        for msg in self._waiting.pop(sock, []):
+            self.send(peer, msg)
 
     def close(self) -> None:
         for sock in [*self._dealers.values(), *([self._router] if self._router else [])]:
@@ -227,3 +316,14 @@ class Van:
         sock.setsockopt(zmq.SNDHWM, QUEUE_MESSAGES)
         sock.setsockopt(zmq.RCVHWM, QUEUE_MESSAGES)
         return sock
+
+
+def _nonce(text: object, nbytes: int = auth.NONCE_BYTES) -> bytes:
+    """A hex field of a handshake body, as bytes; AuthError unless it has ``nbytes``."""
+    try:
+        raw = bytes.fromhex(text) if isinstance(text, str) else b""
+    except ValueError:
+        raw = b""
+    if len(raw) != nbytes:
+        raise auth.AuthError(f"a handshake field of {nbytes} hex bytes expected")
+    return raw

@@ -8,38 +8,93 @@ import pytest
 from realrun import auth
 from realrun.ps.message import Kind, Message, MessageError, decode, encode
 
-KEY = auth.parse_secret("ab" * 32)
+SECRET = auth.parse_secret("ab" * 32)
+NONCES = (b"c" * auth.NONCE_BYTES, b"s" * auth.NONCE_BYTES)
 
 
-def _signed(counter: int = 1, identity: bytes = b"w0") -> list:
-    frames = [bytes(f) for f in encode(Message(Kind.PUSH, 1, 0, 0, 3, arrays=(np.ones(3, "f4"),)))]
-    return [*frames, auth.tag(KEY, identity, counter, frames)]
+def _pair(mode: str = "header", identity: bytes = b"w0") -> tuple[auth.Session, auth.Session]:
+    """Both ends of one handshake: the connecting side's session and the serving side's."""
+    return (
+        auth.Session.derive(SECRET, identity, *NONCES, mode),
+        auth.Session.derive(SECRET, identity, *NONCES, mode),
+    )
 
 
-def test_a_tagged_message_verifies_and_returns_its_counter() -> None:
-    assert auth.verify(KEY, b"w0", _signed(5), last_counter=4) == 5
+def _frames(value: float = 1.0) -> list[bytes]:
+    msg = Message(Kind.PUSH, 1, 0, 0, 3, arrays=(np.full(3, value, "f4"),))
+    return [bytes(f) for f in encode(msg)]
+
+
+def _signed(session: auth.Session, frames: list[bytes] | None = None) -> list[bytes]:
+    frames = frames or _frames()
+    return [*frames, session.tag(auth.TO_SERVER, frames)]
+
+
+def test_a_tagged_message_verifies_and_moves_the_counter() -> None:
+    client, server = _pair()
+    for _ in range(3):
+        server.verify(auth.TO_SERVER, _signed(client))
+    assert server.seen == 3 and server.proven
 
 
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
         (lambda f: f[:-1], "no authentication tag"),
-        (lambda f: [*f[:-2], f[-2][:-4] + b"\0\0\0\0", f[-1]], "bad authentication tag"),
+        (lambda f: [f[0][:-1] + b"\1", *f[1:]], "bad authentication tag"),  # header changed
+        (lambda f: [f[0], b'{"x":1}', *f[2:]], "bad authentication tag"),  # body changed
         (lambda f: [f[0], f[1] + f[2], f[3]], "bad authentication tag"),  # frames re-cut
+        (lambda f: [*f[:2], f[2][:-4], f[3]], "bad authentication tag"),  # array shortened
     ],
 )
 def test_a_changed_or_untagged_message_is_refused(damage, why) -> None:
+    client, server = _pair()
     with pytest.raises(auth.AuthError, match=why):
-        auth.verify(KEY, b"w0", damage(_signed()), last_counter=0)
+        server.verify(auth.TO_SERVER, damage(_signed(client)))
 
 
-def test_another_identity_or_key_or_a_replay_is_refused() -> None:
+def test_another_identity_key_direction_or_a_replay_is_refused() -> None:
+    client, _ = _pair(identity=b"w0")
+    _, other_rank = _pair(identity=b"w1")
     with pytest.raises(auth.AuthError, match="bad authentication tag"):
-        auth.verify(KEY, b"w1", _signed(identity=b"w0"), last_counter=0)  # forged rank
+        other_rank.verify(auth.TO_SERVER, _signed(client))  # a rank is bound to its key
+    stranger = auth.Session.derive(auth.parse_secret("cd" * 32), b"w0", *NONCES, "header")
+    _, server = _pair()
     with pytest.raises(auth.AuthError, match="bad authentication tag"):
-        auth.verify(auth.parse_secret("cd" * 32), b"w0", _signed(), last_counter=0)
+        server.verify(auth.TO_SERVER, _signed(stranger))
+    client, server = _pair()
+    with pytest.raises(auth.AuthError, match="bad authentication tag"):
+        server.verify(auth.TO_CLIENT, _signed(client))  # reflected back
+    message = _signed(client)
+    server.verify(auth.TO_SERVER, message)
     with pytest.raises(auth.AuthError, match="replayed"):
-        auth.verify(KEY, b"w0", _signed(3), last_counter=3)
+        server.verify(auth.TO_SERVER, message)
+
+
+def test_another_handshake_gives_another_key_so_a_recording_does_not_verify() -> None:
+    client, _ = _pair()
+    later = auth.Session.derive(SECRET, b"w0", NONCES[0], b"n" * auth.NONCE_BYTES, "header")
+    with pytest.raises(auth.AuthError, match="bad authentication tag"):
+        later.verify(auth.TO_SERVER, _signed(client))
+
+
+def test_header_mode_binds_array_lengths_and_full_mode_every_byte() -> None:
+    """The default tag leaves array contents to the connection (docs/auth.md); full covers them."""
+    changed = _frames(2.0)
+    client, server = _pair("header")
+    tagged = _signed(client)
+    server.verify(auth.TO_SERVER, [*changed[:2], changed[2], tagged[-1]])
+    client, server = _pair("full")
+    tagged = _signed(client)
+    with pytest.raises(auth.AuthError, match="bad authentication tag"):
+        server.verify(auth.TO_SERVER, [*changed[:2], changed[2], tagged[-1]])
+    server.verify(auth.TO_SERVER, tagged)
+
+
+def test_a_mode_other_than_header_or_full_is_refused() -> None:
+    assert auth.parse_mode("") == "header"
+    with pytest.raises(ValueError, match="REALRUN_MESSAGE_MAC='sha1', expected one of"):
+        auth.parse_mode("sha1")
 
 
 @pytest.mark.parametrize(
