@@ -40,7 +40,7 @@ BAD_CASES = {
     "missing-nic-without-instance": ["cluster.hosts[0].nic_gbps", "missing"],
     "dedicated-without-server-hosts": ["cluster.server_hosts", "missing", "dedicated"],
     "negative-latency": ["cluster.hosts[0].latency_us", "-5", "in [0, 1,000,000]"],
-    "bad-precision": ["training.precision", "'fp8'", "'fp32'"],
+    "bad-precision": ["training.precision", "'fp4'", "'fp32'"],
     "model-name-and-arrays": ["model", "exactly one of 'name'"],
     "array-zero-elements": ["model.arrays[1].elements", "got 0"],
     "oversubscription-below-one": ["cluster.core_oversubscription", "0.5", "in [1, 1,000]"],
