@@ -117,7 +117,7 @@ def _single_gpu_throughput(s: Scenario, costs: CostModel) -> float:
     resolved = host.resolved()
     t = s.training
     compute = samples_per_s_without_communication(
-        s.model.spec(), resolved[1], t.compute_precision, t.batch_per_gpu, costs
+        s.model_spec(), resolved[1], t.compute_precision, t.batch_per_gpu, costs
     )
     if t.data != "images" or costs.decode_us_per_sample == 0:
         return compute

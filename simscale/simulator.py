@@ -21,6 +21,7 @@ from simscale.comm.ps.client import PSClient, PSProtocol
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
+from simscale.comm.sharded import Zero3Member, members
 from simscale.des.clock import CountingEnvironment, IncompleteRun, Progress, WallClock
 from simscale.des.serial import CorePool
 from simscale.des.utilization import Measured
@@ -35,7 +36,7 @@ from simscale.report.results import Result
 from simscale.report.trace import KeyPhases
 from simscale.spec.costs import CostModel
 from simscale.spec.hardware import GPUS
-from simscale.spec.scenario import DIST_MODES, Scenario
+from simscale.spec.scenario import COLLECTIVE_MODES, DIST_MODES, Scenario
 from simscale.zoo import BYTES_PER_ELEMENT
 
 __all__ = ["MIN_MEASURED", "PATHS", "IncompleteRun", "Progress", "Simulation", "simulate"]
@@ -67,7 +68,7 @@ class Simulation:
         self.env = CountingEnvironment()
         self.full_layout = cluster.layout(scenario)
         self._choose_path(path, trace)
-        self.model = scenario.model.spec()
+        self.model = scenario.model_spec()
         self._build()
 
     def _choose_path(self, path: str, trace: bool) -> None:
@@ -117,10 +118,30 @@ class Simulation:
         self.allreduce: AllReduce | None = None
         if s.kvstore.mode in DIST_MODES:
             self._build_servers()
-        elif s.kvstore.mode == "allreduce":
+        elif s.kvstore.mode in COLLECTIVE_MODES:
             on_buffer = self.key_phases.buffer if self.key_phases else None
             self.allreduce = AllReduce.for_scenario(
                 env, self.net, self.topology, lay, s, costs, self.key_bytes, on_buffer
+            )
+        self.sharded: list[Communicator] = []
+        if s.kvstore.mode in ("ddp", "zero"):
+            assert self.allreduce is not None
+            kv = s.kvstore
+            self.sharded = list(
+                members(
+                    env,
+                    self.allreduce,
+                    lay.num_workers,
+                    kv.mode,
+                    self.model,
+                    self.key_bytes,
+                    bpe,
+                    bucket_mb=kv.ddp.bucket_mb,
+                    first_bucket_mb=kv.ddp.first_bucket_mb,
+                    zero_stage=kv.zero.stage,
+                    zero_bucket_mb=kv.zero.bucket_mb,
+                    prefetch=kv.zero.prefetch,
+                )
             )
         self._build_workers()
         parts: list[Measured] = [self.servers] if self.servers is not None else []
@@ -202,6 +223,7 @@ class Simulation:
             copies = HostCopies.for_worker(env, rank, gpus, gpu, s, costs, self.cores)
             self.copies.append(copies)
             communicator = self._communicator(rank, copies)
+            gather = communicator.gather if isinstance(communicator, Zero3Member) else None
             loader = worker_loader(env, s, costs, lay, rank, n_iter)
             if loader is not None:
                 self.loaders.append(loader)
@@ -217,6 +239,8 @@ class Simulation:
                 self.spans,
                 self.starts.started,
                 loader.next_batch if loader is not None else None,
+                s.training.micro_batches,
+                gather,
             )
             self.workers.append(worker)
             delay_s = 0.0
@@ -228,6 +252,8 @@ class Simulation:
 
     def _communicator(self, rank: int, copies: HostCopies) -> Communicator:
         """How worker ``rank``'s gradients become new weights: the one place that chooses."""
+        if self.sharded:
+            return self.sharded[rank]
         if self.allreduce is not None:
             return self.allreduce.member(rank)
         if self.servers is None:  # local / device: one host (simscale.comm.local)

@@ -48,6 +48,9 @@ class _Ready:
     nbytes: float
     count: int
     done: list[tuple[float, Callable[[float], None]]]
+    # Of an all-reduce's traffic, the share this collective moves: 1 for an all-reduce, 1/2
+    # for a reduce-scatter or an all-gather (ZeRO, FSDP: simscale.comm.sharded).
+    fraction: float = 1.0
 
 
 class AllReduce:
@@ -116,7 +119,12 @@ class AllReduce:
         first = layout.hosts[layout.worker_hosts[0]]
         gpu = GPUS[str(first.gpu)]
         ar = scenario.kvstore.allreduce
-        gbps, why = ring_host_cap(scenario, costs, first.gpus)
+        # PyTorch DDP and ZeRO/FSDP hand NCCL one collective at a time (their buckets and
+        # units, simscale.comm.sharded): no Horovod cycle, fusion or per-tensor negotiation.
+        # NCCL's flat ring is its transport between hosts; inside a host its NVLink hops are
+        # the hierarchical data path's (the bytes through each NIC are the same to 1/N).
+        torch = scenario.kvstore.mode in ("ddp", "zero")
+        gbps, why = ring_host_cap(scenario, costs, first.gpus, flat=True if torch else None)
         ends = layout.worker_hosts[0], layout.worker_hosts[-1]
         return cls(
             env,
@@ -125,15 +133,15 @@ class AllReduce:
             first.gpus,
             gpu.peer_link_gbytes_per_s * 1e9,
             key_bytes,
-            ar.algorithm,
-            ar.fusion_mb * 1e6,
-            ar.cycle_ms * 1e-3,
+            "hierarchical" if torch else ar.algorithm,
+            0.0 if torch else ar.fusion_mb * 1e6,
+            0.0 if torch else ar.cycle_ms * 1e-3,
             costs.message_overhead_us * 1e-6,
             topology.path_latency_s(*ends) * costs.latency_factor,
             on_buffer=on_buffer,
             ceiling_gbps=gbps,
             ceiling_why=why,
-            tensor_overhead_s=costs.allreduce_tensor_us * 1e-6,
+            tensor_overhead_s=0.0 if torch else costs.allreduce_tensor_us * 1e-6,
             intra_step_s=intra_host_step_s(gpu),
         )
 
@@ -156,14 +164,27 @@ class AllReduce:
 
     def communicate(self, worker: int, it: int, key: int, done: Callable[[float], None]) -> None:
         """Worker ``worker`` has key ``key``'s gradient for iteration ``it``."""
-        entry = self.pending.get((it, key))
+        self.submit((it, key), it, key, self.key_bytes[key], 1.0, done)
+
+    def submit(
+        self,
+        tag: object,
+        it: int,
+        key: int,
+        nbytes: float,
+        fraction: float,
+        done: Callable[[float], None],
+    ) -> None:
+        """One worker is ready for the collective ``tag`` over ``nbytes`` (``fraction`` of an
+        all-reduce's traffic); it runs, in turn, once every worker is."""
+        entry = self.pending.get(tag)
         now = self.env.now
         if entry is None:
-            entry = self.pending[(it, key)] = _Ready(it, key, self.key_bytes[key], 0, [])
+            entry = self.pending[tag] = _Ready(it, key, nbytes, 0, [], fraction)
         entry.count += 1
         entry.done.append((now, done))
         if entry.count == len(self.hosts):
-            del self.pending[(it, key)]
+            del self.pending[tag]
             self.queue.append(entry)
             if not self.wakeup.triggered:
                 self.wakeup.succeed()
@@ -178,7 +199,9 @@ class AllReduce:
             while self.queue:
                 batch, total = [], 0.0
                 while self.queue and (
-                    not batch or total + self.queue[0].nbytes <= self.fusion_bytes
+                    not batch
+                    or (total + self.queue[0].nbytes <= self.fusion_bytes
+                    and self.queue[0].fraction == batch[0].fraction)
                 ):
                     entry = self.queue.pop(0)
                     batch.append(entry)
@@ -186,7 +209,7 @@ class AllReduce:
                 if self.tensor_overhead_s > 0:
                     yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 started = self.env.now
-                yield from self._allreduce(total)
+                yield from self._allreduce(total, batch[0].fraction)
                 if self.on_buffer is not None:
                     keys = [(e.it, e.key) for e in batch]
                     self.on_buffer(keys, total, started, self.env.now)
@@ -195,14 +218,17 @@ class AllReduce:
                     for t, done in entry.done:
                         done(last - t)  # this worker waited for the last one to be ready
 
-    def _allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
+    def _allreduce(self, nbytes: float, fraction: float = 1.0) -> simpy.events.ProcessGenerator:
+        """An all-reduce of ``nbytes``, or with ``fraction`` 1/2 its reduce-scatter or
+        all-gather half (the same hops, half the ring's steps)."""
         w, g = len(self.hosts), self.gpus
         if self.algorithm == "hierarchical" or w == 1:
             intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps if g > 1 else 0.0
-            yield self.env.timeout(intra / 2)  # reduce-scatter inside the host
+            yield self.env.timeout(intra * fraction / 2)  # reduce-scatter inside the host
             if w > 1:
-                yield from self._ring(w, nbytes / w, 0.0)
-            yield self.env.timeout(intra / 2)  # all-gather inside the host
+                steps = max(1, round(2 * (w - 1) * fraction))
+                yield from self._ring(w, nbytes / w, 0.0, steps=steps)
+            yield self.env.timeout(intra * fraction / 2)  # all-gather inside the host
         else:
             n = w * g
             chunk = nbytes / n
@@ -266,15 +292,18 @@ class _Member:
         self.allreduce.communicate(self.worker, iteration, key, done)
 
 
-def ring_connections(scenario: Scenario, gpus_per_host: int) -> int:
+def ring_connections(scenario: Scenario, gpus_per_host: int, flat: bool | None = None) -> int:
     """TCP connections a host's share of the ring between hosts leaves over. A flat ring is
     NCCL's: the scenario's ``sockets``, else NCCL's default for the slowest host group (16 on
     AWS's ENA since NCCL 2.4.8, else 1; simscale.spec.hardware). Horovod's hierarchical
     all-reduce crosses hosts with MPI_Allreduce instead, one per local rank in parallel
     (horovod/common/ops/nccl_operations.cc, NCCLHierarchicalAllreduce: NCCL reduce-scatter,
     MPI_Allreduce on the CROSS communicator, NCCL all-gather), and Open MPI's TCP transport
-    keeps one connection per peer (btl_tcp_links 1): one per GPU of the host."""
-    if scenario.kvstore.allreduce.algorithm == "hierarchical":
+    keeps one connection per peer (btl_tcp_links 1): one per GPU of the host. ``flat``
+    True: NCCL's ring whatever the scenario's algorithm (DDP, ZeRO)."""
+    if flat is None:
+        flat = scenario.kvstore.allreduce.algorithm == "ring"
+    if not flat:
         return gpus_per_host
     sockets = scenario.kvstore.allreduce.sockets
     if sockets is not None:
@@ -282,7 +311,9 @@ def ring_connections(scenario: Scenario, gpus_per_host: int) -> int:
     return min(g.resolved_nccl_sockets() for g in scenario.cluster.hosts)
 
 
-def ring_host_cap(scenario: Scenario, costs: CostModel, gpus_per_host: int) -> tuple[float, str]:
+def ring_host_cap(
+    scenario: Scenario, costs: CostModel, gpus_per_host: int, flat: bool | None = None
+) -> tuple[float, str]:
     """The most one host's share of the ring between hosts moves besides its NIC share,
     Gbit/s (0: nothing else limits it), and what sets it, by the slowest transport among
     the worker hosts: over tcp, its connections (``ring_connections`` of
@@ -290,12 +321,13 @@ def ring_host_cap(scenario: Scenario, costs: CostModel, gpus_per_host: int) -> t
     ``costs.socket_host_gbps``; over efa, NCCL's ring reaches ``costs.efa_ring_share`` of
     the slowest NIC; over rdma (InfiniBand, RoCE) nothing but the NIC. Horovod's
     hierarchical variant crosses hosts with MPI, which NCCL's figures do not describe: only
-    its connections' ceiling."""
+    its connections' ceiling. ``flat`` True: NCCL's ring whatever the algorithm (DDP, ZeRO)."""
     hosts = scenario.cluster.hosts
     transports = {g.resolved_transport() for g in hosts}
-    flat = scenario.kvstore.allreduce.algorithm == "ring"
+    if flat is None:
+        flat = scenario.kvstore.allreduce.algorithm == "ring"
     if "tcp" in transports:
-        n = ring_connections(scenario, gpus_per_host)
+        n = ring_connections(scenario, gpus_per_host, flat)
         via = "NCCL" if flat else "MPI"
         caps = [(n * costs.connection_gbps, f"{n} {via} TCP connection(s)")]
         if flat:

@@ -302,7 +302,7 @@ def _compute_s(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
     """Forward plus backward seconds of one iteration on a worker's GPU."""
     gpu = GPUS[str(layout.hosts[layout.worker_hosts[0]].gpu)]
     times = layer_times(
-        scenario.model.spec(),
+        scenario.model_spec(),
         gpu.name,
         scenario.training.compute_precision,
         scenario.training.batch_per_gpu,

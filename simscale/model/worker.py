@@ -86,8 +86,17 @@ class Worker:
         spans: list[Span] | None,
         on_start: Callable[[int], None],
         next_batch: Callable[[], simpy.Event] | None = None,
+        micro_batches: int = 1,
+        gather: Callable[[int, int, bool], simpy.Event | None] | None = None,
     ) -> None:
         self.env = env
+        # Gradient accumulation: the micro-batches before the last run forward and backward
+        # without communicating (DDP's no_sync), between the gated forward and the last
+        # backward, which communicates.
+        self.micro_batches = micro_batches
+        # ZeRO stage 3 / FSDP: the gather of a layer's parameters before its forward
+        # (backward=False) and its backward (simscale.comm.sharded); None: weights stay whole.
+        self.gather = gather
         self.next_batch = next_batch  # the host's input pipeline; None: synthetic data
         self.rank = rank
         self.layer_keys = layer_keys
@@ -124,14 +133,26 @@ class Worker:
                     others += min(wait, gate.waited_for_others_s)
                     if self.spans is not None:
                         self.spans.append(Span(track, f"wait layer {layer}", t0, env.now, it))
+                if self.gather is not None:
+                    wait = yield from self._gathered(it, layer, False)
+                    blocked += wait
                 dt = self.fwd_s[layer] * factor
                 if dt > 0:
                     if self.spans is not None:
                         self.spans.append(Span(track, f"fwd {layer}", env.now, env.now + dt, it))
                     yield env.timeout(dt)
                     compute += dt
+            if self.micro_batches > 1:
+                dt = (self.micro_batches - 1) * float(self.fwd_s.sum() + self.bwd_s.sum()) * factor
+                if self.spans is not None:
+                    self.spans.append(Span(track, "accumulate", env.now, env.now + dt, it))
+                yield env.timeout(dt)
+                compute += dt
             bwd_end = env.now + float(self.bwd_s.sum()) * factor
             for layer in range(len(self.gates) - 1, -1, -1):
+                if self.gather is not None:
+                    wait = yield from self._gathered(it, layer, True)
+                    blocked += wait
                 dt = self.bwd_s[layer] * factor
                 if dt > 0:
                     if self.spans is not None:
@@ -147,6 +168,22 @@ class Worker:
             self.stats.compute_s.append(compute)
             self.stats.blocked_s.append(blocked)
             self.stats.waited_for_others_s.append(others)
+
+    def _gathered(
+        self, it: int, layer: int, backward: bool
+    ) -> simpy.events.ProcessGenerator:
+        """Wait for layer ``layer``'s parameters to be gathered; the seconds waited."""
+        assert self.gather is not None
+        event = self.gather(it, layer, backward)
+        if event is None or event.triggered:
+            return 0.0
+        t0 = self.env.now
+        yield event
+        if self.spans is not None:
+            what = "bwd" if backward else "fwd"
+            name = f"gather {what} {layer}"
+            self.spans.append(Span(f"worker{self.rank}", name, t0, self.env.now, it))
+        return self.env.now - t0
 
     def _start(self, it: int, layer: int, key: int, delay_s: float) -> None:
         gate = self.gates[layer]

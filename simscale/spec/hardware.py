@@ -24,11 +24,26 @@ class GPUSpec:
     peer_link_gbytes_per_s: float  # GPU <-> GPU inside a host (NVLink, or PCIe peer-to-peer)
     memory_gib: float
     source: str
+    # Dense tensor-core peaks of the newer precisions (0: the GPU has no such unit). bf16 on a
+    # GPU without bf16 units falls back to nothing: such a scenario is refused, as fp8 on A100.
+    peak_tf32_tflops: float = 0.0
+    peak_bf16_tflops: float = 0.0
+    peak_fp8_tflops: float = 0.0
 
     def peak_flops(self, precision: str) -> float:
-        """Peak FLOP/s at ``precision`` (fp16 and bf16 use the half-precision peak)."""
-        tflops = self.peak_fp32_tflops if precision == "fp32" else self.peak_fp16_tflops
+        """Peak FLOP/s at ``precision``; ``supports`` says whether the GPU has it at all."""
+        tflops = {
+            "fp32": self.peak_fp32_tflops,
+            "fp16": self.peak_fp16_tflops,
+            "tf32": self.peak_tf32_tflops,
+            "bf16": self.peak_bf16_tflops,
+            "fp8": self.peak_fp8_tflops,
+        }[precision]
         return tflops * TFLOPS
+
+    def supports(self, precision: str) -> bool:
+        """Whether the GPU computes in ``precision`` (fp32 and fp16 everywhere)."""
+        return self.peak_flops(precision) > 0
 
 
 # PCIe 3.0 x16: 8 GT/s x 16 lanes x 128b/130b = 15.75 GB/s per direction (PCI-SIG PCIe 3.0 spec).
@@ -61,12 +76,46 @@ GPUS: dict[str, GPUSpec] = {
         GPUSpec(
             "V100", 15.7, 125.0, PCIE3_X16_GBYTES, 300.0, 16, "NVIDIA Tesla V100 SXM2 data sheet"
         ),
-        # A100 SXM4: 19.5 FP32, 312 dense FP16 tensor TFLOPS; NVLink 3 600 GB/s; PCIe 4.0
-        # (NVIDIA A100 data sheet).
-        GPUSpec("A100", 19.5, 312.0, PCIE4_X16_GBYTES, 600.0, 40, "NVIDIA A100 SXM4 data sheet"),
-        # H100 SXM5: 67 FP32, 989 dense FP16 tensor TFLOPS; NVLink 4 900 GB/s; PCIe 5.0
-        # (NVIDIA H100 data sheet).
-        GPUSpec("H100", 67.0, 989.0, PCIE5_X16_GBYTES, 900.0, 80, "NVIDIA H100 SXM5 data sheet"),
+        # A100 SXM4: 19.5 FP32, 156 TF32, 312 dense FP16 and BF16 tensor TFLOPS (the sheet's
+        # 312 / 624 are with sparsity); no FP8; NVLink 3 600 GB/s; PCIe 4.0 (NVIDIA A100 data
+        # sheet). 40 GB (p4d.24xlarge) and 80 GB (p4de, DGX A100 640 GB) parts.
+        GPUSpec(
+            "A100",
+            19.5,
+            312.0,
+            PCIE4_X16_GBYTES,
+            600.0,
+            40,
+            "NVIDIA A100 SXM4 40GB data sheet",
+            peak_tf32_tflops=156.0,
+            peak_bf16_tflops=312.0,
+        ),
+        GPUSpec(
+            "A100-80GB",
+            19.5,
+            312.0,
+            PCIE4_X16_GBYTES,
+            600.0,
+            80,
+            "NVIDIA A100 SXM4 80GB data sheet",
+            peak_tf32_tflops=156.0,
+            peak_bf16_tflops=312.0,
+        ),
+        # H100 SXM5: 67 FP32, 494.7 TF32, 989.4 FP16 and BF16, 1,978.9 FP8 dense tensor TFLOPS
+        # (the sheet's 989 / 1,979 / 3,958 "with sparsity" halved); NVLink 4 900 GB/s; PCIe 5.0;
+        # 80 GB HBM3 (NVIDIA H100 data sheet).
+        GPUSpec(
+            "H100",
+            67.0,
+            989.0,
+            PCIE5_X16_GBYTES,
+            900.0,
+            80,
+            "NVIDIA H100 SXM5 data sheet",
+            peak_tf32_tflops=494.7,
+            peak_bf16_tflops=989.4,
+            peak_fp8_tflops=1978.9,
+        ),
         # A CPU worker thread for realrun's CPU world. One AVX2 core: 2 FMA units x 8 FP32
         # lanes x 2 FLOPs x ~2.5 GHz = 80 GFLOP/s peak; what PyTorch achieves on it is the
         # calibrated efficiency. Gradients already live in host memory, hence the high link.
@@ -111,6 +160,9 @@ class InstanceSpec:
     # TCP sockets NCCL's socket transport opens to each ring neighbour by default
     # (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD). Every preset here is an AWS instance.
     nccl_sockets: int = AWS_NCCL_SOCKETS
+    # NICs the host's ``nic_gbps`` is spread over (rail-aligned: NCCL gives each GPU's channels
+    # the NIC nearest it); ``nic_gbps`` is all of them together.
+    nics: int = 1
 
 
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
@@ -173,10 +225,11 @@ INSTANCES: dict[str, InstanceSpec] = {
             "A100",
             400.0,
             96,
-            "AWS EC2 P4 instance page" + _EFA,
+            "AWS EC2 P4 instance page: 8 A100 40 GB, 4 x 100 Gbit/s EFA, 96 vCPUs" + _EFA,
             None,
             _NO_PRICE,
             "efa",
+            nics=4,
         ),
         InstanceSpec(
             "p5.48xlarge",
@@ -184,10 +237,59 @@ INSTANCES: dict[str, InstanceSpec] = {
             "H100",
             3200.0,
             192,
-            "AWS EC2 P5 instance page" + _EFA,
+            "AWS EC2 P5 instance page: 8 H100 80 GB, 32 x 100 Gbit/s EFAv2, 192 vCPUs" + _EFA,
             98.32,
             _PRICE_P5,
             "efa",
+            nics=32,
+        ),
+        # NVIDIA DGX A100 640 GB: 8 A100 80 GB, 8 single-port ConnectX-6 200 Gbit/s HDR
+        # InfiniBand for the compute fabric, 2 AMD EPYC 7742 (128 cores, 256 threads) (DGX
+        # A100 user guide and data sheet). Bought, not rented: no hourly price.
+        InstanceSpec(
+            "dgx-a100",
+            8,
+            "A100-80GB",
+            1600.0,
+            256,
+            "NVIDIA DGX A100 data sheet: 8 x 200 Gbit/s HDR InfiniBand (ConnectX-6), 2 x EPYC "
+            "7742; transport rdma",
+            None,
+            _NO_PRICE,
+            "rdma",
+            nics=8,
+        ),
+        # NVIDIA DGX H100: 8 H100 80 GB, four OSFP ports serving eight single-port ConnectX-7 at
+        # up to 400 Gbit/s InfiniBand, 2 Xeon Platinum 8480C (112 cores)
+        # (docs.nvidia.com/dgx-basepod, "Core Components").
+        InstanceSpec(
+            "dgx-h100",
+            8,
+            "H100",
+            3200.0,
+            224,
+            "NVIDIA DGX BasePOD reference architecture, Core Components: 8 x 400 Gbit/s "
+            "ConnectX-7, 2 x Xeon 8480C (112 cores); transport rdma",
+            None,
+            _NO_PRICE,
+            "rdma",
+            nics=8,
+        ),
+        # Azure Standard_ND96isr_H100_v5: 8 H100 80 GB, 96 vCPUs, 8 x 400 Gbit/s NDR
+        # InfiniBand with GPUDirect RDMA (Azure ND H100 v5-series size page). The 8 x H100
+        # InfiniBand host a cloud rents.
+        InstanceSpec(
+            "nd96isr-h100-v5",
+            8,
+            "H100",
+            3200.0,
+            96,
+            "Azure ND H100 v5-series size page: 8 x 400 Gbit/s NDR InfiniBand, 96 vCPUs; "
+            "transport rdma",
+            None,
+            _NO_PRICE,
+            "rdma",
+            nics=8,
         ),
         InstanceSpec(
             "c5.18xlarge", 0, None, 25.0, 72, "AWS EC2 C5 instance page", 3.06, _PRICE_C5_18

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from simscale import zoo
+from simscale.model.memory import MemoryUse, memory_use
 from simscale.spec import hardware
 from simscale.spec.config import (
     ConfigError,
@@ -37,8 +38,12 @@ Mode = Literal[
     "dist_sync_device",
     "dist_async_device",
     "allreduce",
+    "ddp",
+    "zero",
 ]
 DIST_MODES = ("dist_sync", "dist_async", "dist_sync_device", "dist_async_device")
+# Modes of collective data parallelism (one rank per GPU, NCCL): PyTorch DDP and ZeRO/FSDP.
+COLLECTIVE_MODES = ("allreduce", "ddp", "zero")
 
 # Physical ranges of the numbers a scenario may hold. Generous on purpose (a scenario for next
 # decade's hardware must still load), but bounded, so that an absurd or mistyped value (10^12
@@ -122,6 +127,11 @@ class HostGroup:
     # instance preset's (efa on EFA instances), else tcp. All-reduce only: a parameter server's
     # connections are TCP either way (ps-lite's ZMQ van, gRPC).
     transport: Literal["tcp", "rdma", "efa"] | None = None
+    # NICs of the host, rail-aligned (GPU i's channels on NIC i mod nics, as NCCL places them).
+    # With it, nic_gbps is ONE NIC's rate. Unset: the instance preset's NICs (nic_gbps, if
+    # given, then one of them), else 1. The network carries the host as one link of all its NICs
+    # together: a collective spreads over every rail evenly, so they fill and empty alike.
+    nics_per_host: int | None = field(default=None, metadata=count_in(1, 64, "NICs"))
 
     def validate(self) -> None:
         self._validate_hardware()
@@ -154,15 +164,25 @@ class HostGroup:
         return hardware.INSTANCES.get(self.instance) if self.instance else None
 
     def resolved(self) -> tuple[int, str, float, float, int]:
-        """(gpus, gpu name, nic Gbit/s, one-way latency us, cpu cores) after applying presets."""
+        """(gpus, gpu name, nic Gbit/s of all the host's NICs, one-way latency us, cpu cores)
+        after applying presets."""
         p = self._preset()
         gpus = self.gpus_per_host if self.gpus_per_host is not None else p.gpus  # type: ignore[union-attr]
         gpu = self.gpu if self.gpu is not None else p.gpu  # type: ignore[union-attr]
-        return (
-            gpus,
-            str(gpu),
-            *_network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores),
-        )
+        nic, lat, cores = _network_and_cpu(p, self.nic_gbps, self.latency_us, self.cpu_cores)
+        nics = self.resolved_nics()
+        if self.nic_gbps is not None:
+            nic = self.nic_gbps * nics
+        elif p is not None and nics != p.nics:
+            nic = p.nic_gbps / p.nics * nics
+        return gpus, str(gpu), nic, lat, cores
+
+    def resolved_nics(self) -> int:
+        """NICs of each host: the group's own, else its preset's, else 1."""
+        if self.nics_per_host is not None:
+            return self.nics_per_host
+        p = self._preset()
+        return p.nics if p is not None else 1
 
     def resolved_nccl_sockets(self) -> int:
         """The TCP sockets NCCL opens per ring neighbour by default on these hosts: the
@@ -250,10 +270,11 @@ class ModelConfig:
         if self.arrays is not None and not self.arrays:
             raise ConfigError("arrays", "empty, expected at least one array")
 
-    def spec(self) -> zoo.ModelSpec:
-        """The model's parameter arrays and per-layer FLOPs."""
+    def spec(self, seq_len: int | None = None) -> zoo.ModelSpec:
+        """The model's parameter arrays and per-layer FLOPs (a sequence model's at ``seq_len``
+        tokens per sample, else at the zoo's default)."""
         if self.name is not None:
-            return zoo.get(self.name)
+            return zoo.get(self.name, seq_len)
         assert self.arrays is not None
         layers = tuple(
             zoo.Layer(a.name, a.fwd_gflops * 1e9, (zoo.ParamArray(a.name, (a.elements,)),))
@@ -264,8 +285,11 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """SGD with momentum and weight decay, applied on the servers (MXNet's updater)."""
+    """SGD with momentum and weight decay, applied on the servers (MXNet's updater), or Adam,
+    as transformers train; the kind sets the optimizer state a GPU holds
+    (simscale.model.memory)."""
 
+    type: Literal["sgd", "adam"] = "sgd"
     learning_rate: float = field(default=0.1, metadata=above(0.0, 1000.0))
     momentum: float = field(default=0.9, metadata=between(0.0, 0.999))
     weight_decay: float = field(default=1e-4, metadata=between(0.0, 1.0))
@@ -279,7 +303,11 @@ class TrainingConfig:
     # autocast and apex O1, TensorFlow's AMP rewrite and Keras' mixed_float16, MXNet's
     # contrib.amp, Paddle's mixed_precision.decorate): fp16 math on fp32 weights, so gradients
     # and weights travel as fp32, twice fp16's bytes.
-    precision: Literal["fp32", "fp16", "amp"] = "fp32"
+    # "tf32": fp32 weights and gradients, matrix products on TF32 tensor cores (A100, H100).
+    # "bf16": bf16 compute with fp32 master weights, gradients reduced in bf16 (Megatron-LM,
+    # DeepSpeed and FSDP's bf16 mixed precision). "fp8": bf16 as above with the matrix products
+    # in FP8 (Transformer Engine, H100).
+    precision: Literal["fp32", "tf32", "fp16", "amp", "bf16", "fp8"] = "fp32"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     # Samples in one epoch and epochs to train: with both, results report time and cost to train.
     dataset_samples: int | None = field(default=None, metadata=count_in(1, 10**13, "samples"))
@@ -292,6 +320,11 @@ class TrainingConfig:
     # script sets them (gluon-cv's --data-nthreads, MXNet's preprocess_threads). None: the
     # processes on a host share all of its cores. A process never gets more than its share.
     data_threads: int | None = field(default=None, metadata=count_in(1, MAX_CPU_CORES, "threads"))
+    # Tokens per sample of a sequence model (GPT-2, BERT, Llama); unset: the zoo's default.
+    seq_len: int | None = field(default=None, metadata=count_in(1, 10**7, "tokens"))
+    # Gradient accumulation: micro-batches of batch_per_gpu each GPU runs per optimizer step,
+    # communicating after the last only (DDP's no_sync, DeepSpeed's accumulation steps).
+    micro_batches: int = field(default=1, metadata=count_in(1, 100_000, "micro-batches"))
 
     @property
     def compute_precision(self) -> str:
@@ -300,8 +333,9 @@ class TrainingConfig:
 
     @property
     def gradient_precision(self) -> str:
-        """The precision gradients and weights cross the network in: amp keeps fp32 weights."""
-        return "fp32" if self.precision == "amp" else self.precision
+        """The precision gradients and weights cross the network in: amp and tf32 keep fp32
+        weights; bf16 and fp8 reduce gradients in bf16."""
+        return {"amp": "fp32", "tf32": "fp32", "fp8": "bf16"}.get(self.precision, self.precision)
 
 
 @dataclass(frozen=True)
@@ -325,6 +359,31 @@ class AllreduceConfig:
     # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. tcp hosts only.
     # The flat ring's only: hierarchical crosses hosts with MPI, a connection per local rank.
     sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
+
+
+@dataclass(frozen=True)
+class DDPConfig:
+    """PyTorch DistributedDataParallel's gradient buckets (torch/nn/parallel/distributed.py)."""
+
+    # bucket_cap_mb's default, in MiB as torch counts it (25 * 1024 * 1024 bytes)
+    bucket_mb: float = field(default=25.0, metadata=above(0.0, MAX_MB, "MiB"))
+    # dist._DEFAULT_FIRST_BUCKET_BYTES: 1 MiB, so the first all-reduce starts early
+    first_bucket_mb: float = field(default=1.0, metadata=above(0.0, MAX_MB, "MiB"))
+
+
+@dataclass(frozen=True)
+class ZeroConfig:
+    """ZeRO (DeepSpeed) and FSDP sharding: what each rank keeps only its 1/N of."""
+
+    # 1: optimizer state; 2: and gradients; 3: and parameters (FSDP's FULL_SHARD; 2 is its
+    # SHARD_GRAD_OP).
+    stage: int = field(default=3, metadata=count_in(1, 3, "stage"))
+    # Gradient bytes reduce-scattered together in stages 1 and 2 (DeepSpeed's reduce_bucket_size
+    # default, 5e8 elements, in bf16: 1,000 MB). Stage 3 gathers and reduces one zoo layer (an
+    # FSDP unit: a transformer block) at a time.
+    bucket_mb: float = field(default=1000.0, metadata=above(0.0, MAX_MB, "MB"))
+    # Stage 3: units gathered ahead of the one computing (FSDP's forward/backward prefetch).
+    prefetch: int = field(default=1, metadata=count_in(0, 64, "units"))
 
 
 @dataclass(frozen=True)
@@ -366,6 +425,8 @@ class KVStoreConfig:
     # simscale.comm.ps.step_barrier). realrun runs "key" only.
     sync: Literal["key", "step"] = "key"
     allreduce: AllreduceConfig = field(default_factory=AllreduceConfig)
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    zero: ZeroConfig = field(default_factory=ZeroConfig)
 
 
 @dataclass(frozen=True)
@@ -441,6 +502,9 @@ class Scenario:
                 "pull_request after_ack (a step barrier synchronises parameter-server workers "
                 "that read their weights after it)",
             )
+        self._validate_model_and_precision()
+        if kv.mode in ("ddp", "zero"):
+            self._validate_memory()
         if kv.mode not in DIST_MODES:
             return
         if kv.placement == "colocated":
@@ -464,6 +528,60 @@ class Scenario:
                     "missing, expected dedicated server hosts because "
                     "kvstore.placement is 'dedicated'",
                 )
+
+    def _validate_model_and_precision(self) -> None:
+        t = self.training
+        name = self.model.name
+        if t.seq_len is not None:
+            if name is None or not zoo.is_sequence_model(name):
+                raise ConfigError(
+                    "training.seq_len",
+                    f"got {t.seq_len} with model {name or 'of explicit arrays'}, expected a "
+                    "sequence model (gpt2*, bert_*, llama*); an image model's sample is an image",
+                )
+            try:
+                self.model_spec()
+            except ValueError as e:
+                raise ConfigError("training.seq_len", str(e)) from None
+        for i, g in enumerate(self.cluster.hosts):
+            gpu = hardware.GPUS[g.resolved()[1]]
+            if not gpu.supports(t.compute_precision):
+                have = [p for p in ("tf32", "bf16", "fp8") if gpu.supports(p)]
+                raise ConfigError(
+                    "training.precision",
+                    f"got {t.precision!r}, but cluster.hosts[{i}]'s {gpu.name} has no "
+                    f"{t.compute_precision} units; expected fp32, fp16, amp"
+                    + "".join(f", {p}" for p in have),
+                )
+
+    def _validate_memory(self) -> None:
+        """Refuse a sharded or DDP job whose rank does not fit its GPU (simscale.model.memory)."""
+        for i, g in enumerate(self.cluster.hosts):
+            use = self.memory_use(i)
+            if not use.fits:
+                gpu = g.resolved()[1]
+                raise ConfigError(
+                    "training.batch_per_gpu",
+                    f"does not fit: {use.describe()} on a {gpu} of cluster.hosts[{i}]; expected "
+                    "a smaller batch or seq_len, more micro_batches, a higher kvstore.zero.stage "
+                    "or more GPUs",
+                )
+
+    def memory_use(self, group: int = 0) -> MemoryUse:
+        """Peak memory of one rank on host group ``group`` (simscale.model.memory)."""
+        g = self.cluster.hosts[group]
+        t, kv = self.training, self.kvstore
+        return memory_use(
+            self.model_spec(),
+            precision=t.precision,
+            optimizer=t.optimizer.type,
+            batch_per_gpu=t.batch_per_gpu,
+            ranks=self.num_gpus,
+            mode=kv.mode,
+            stage=kv.zero.stage,
+            prefetch=kv.zero.prefetch,
+            capacity_gib=hardware.GPUS[g.resolved()[1]].memory_gib,
+        )
 
     # ---- derived facts every consumer needs ----
 
@@ -502,7 +620,12 @@ class Scenario:
 
     @property
     def global_batch(self) -> int:
-        return self.num_gpus * self.training.batch_per_gpu
+        """Samples per optimizer step: every GPU's micro-batches."""
+        return self.num_gpus * self.training.batch_per_gpu * self.training.micro_batches
+
+    def model_spec(self) -> zoo.ModelSpec:
+        """The model at the scenario's sequence length (its FLOPs depend on it)."""
+        return self.model.spec(self.training.seq_len)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that ``scenario_from_dict`` reads back to an equal Scenario."""

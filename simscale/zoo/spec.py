@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "bf16": 2}
+BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class Layer:
     name: str
     fwd_flops: float
     arrays: tuple[ParamArray, ...] = ()
+    # Bytes of activations one sample leaves stored for backward, at 16-bit activations (twice
+    # that in fp32): the memory model's activation term (simscale.model.memory).
+    activation_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class ModelSpec:
     layers: tuple[Layer, ...]
     source: str = ""
     input_shape: tuple[int, ...] = ()
+    # Tokens per sample for a sequence model (its FLOPs were counted at this length); 0 for a
+    # model whose sample is an image.
+    seq_len: int = 0
 
     @cached_property
     def arrays(self) -> tuple[ParamArray, ...]:
@@ -61,6 +67,11 @@ class ModelSpec:
     @property
     def fwd_flops(self) -> float:
         return sum(layer.fwd_flops for layer in self.layers)
+
+    @property
+    def activation_bytes(self) -> float:
+        """Activation bytes one sample stores for backward, at 16-bit activations."""
+        return sum(layer.activation_bytes for layer in self.layers)
 
     def nbytes(self, precision: str = "fp32") -> int:
         return self.params * BYTES_PER_ELEMENT[precision]

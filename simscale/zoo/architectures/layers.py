@@ -203,10 +203,13 @@ def run(shape: Shape, *steps: Step) -> tuple[tuple[Op, ...], Shape]:
 
 
 def layer(name: str, shape: Shape, *steps: Step) -> tuple[Layer, Shape]:
-    """One zoo Layer from a chain of steps: their arrays in order and their summed FLOPs."""
+    """One zoo Layer from a chain of steps: their arrays in order, their summed FLOPs and, as
+    the activations kept for backward, every step's output at 2 bytes an element (an upper
+    bound: frameworks run some activations in place)."""
     ops, out = run(shape, *steps)
     arrays = tuple(a for op in ops for a in op.arrays)
-    return Layer(name, float(sum(op.fwd_flops for op in ops)), arrays), out
+    saved = 2.0 * sum(math.prod(op.out_shape) for op in ops if op.fwd_flops > 0)
+    return Layer(name, float(sum(op.fwd_flops for op in ops)), arrays, saved), out
 
 
 def concat_channels(*shapes: Shape) -> Shape:

@@ -40,7 +40,7 @@ BAD_CASES = {
     "missing-nic-without-instance": ["cluster.hosts[0].nic_gbps", "missing"],
     "dedicated-without-server-hosts": ["cluster.server_hosts", "missing", "dedicated"],
     "negative-latency": ["cluster.hosts[0].latency_us", "-5", "in [0, 1,000,000]"],
-    "bad-precision": ["training.precision", "'fp8'", "'fp32'"],
+    "bad-precision": ["training.precision", "'fp4'", "'fp32'"],
     "model-name-and-arrays": ["model", "exactly one of 'name'"],
     "array-zero-elements": ["model.arrays[1].elements", "got 0"],
     "oversubscription-below-one": ["cluster.core_oversubscription", "0.5", "in [1, 1,000]"],
@@ -212,3 +212,59 @@ def test_counts_and_time_limits_out_of_range_are_refused(
         main([a.replace("{s}", s) for a in args])
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def _transformer(**training: object) -> dict:
+    return {
+        "cluster": {"hosts": [{"count": 2, "instance": "p4d.24xlarge"}]},
+        "model": "gpt2_xl",
+        "training": {"batch_per_gpu": 8, "precision": "bf16", "seq_len": 1024, **training},
+        "kvstore": {"mode": "ddp"},
+    }
+
+
+def test_a_job_that_does_not_fit_its_gpu_is_refused_naming_each_term() -> None:
+    """GPT-2 XL under DDP with Adam on a 40 GB A100: 1.56 B parameters x 16 bytes of model
+    state alone is 23 GiB, plus DDP's bucket copies and 8 sequences of activations."""
+    data = _transformer(optimizer={"type": "adam"})
+    with pytest.raises(ConfigError) as e:
+        scenario_from_dict(data)
+    text = str(e.value)
+    assert text.startswith("training.batch_per_gpu: does not fit: needs ")
+    for term in ("of 40 (weights", "gradients", "optimizer state", "activations", "DDP buckets"):
+        assert term in text
+    assert "\n" not in text
+
+
+def test_zero_stage_3_fits_what_ddp_does_not() -> None:
+    data = _transformer(optimizer={"type": "adam"}, batch_per_gpu=1)
+    data["kvstore"] = {"mode": "zero", "zero": {"stage": 3}}
+    s = scenario_from_dict(data)
+    assert s.memory_use().fits
+
+
+def test_fp8_needs_an_h100() -> None:
+    expected = "A100 has no fp8 units; expected fp32, fp16, amp, tf32, bf16"
+    with pytest.raises(ConfigError, match=expected):
+        scenario_from_dict(_transformer(precision="fp8", batch_per_gpu=1))
+
+
+def test_seq_len_is_for_sequence_models_only() -> None:
+    data = _transformer(batch_per_gpu=1)
+    data["model"] = "resnet50"
+    with pytest.raises(ConfigError, match=r"training\.seq_len: got 1024 with model resnet50"):
+        scenario_from_dict(data)
+
+
+def test_micro_batches_multiply_the_samples_of_a_step() -> None:
+    s = scenario_from_dict(_transformer(batch_per_gpu=1, micro_batches=4))
+    assert s.global_batch == 16 * 4
+
+
+def test_nics_per_host_multiplies_one_nics_rate_and_presets_say_theirs() -> None:
+    data = _transformer(batch_per_gpu=1)
+    assert scenario_from_dict(data).cluster.hosts[0].resolved()[2] == 400.0  # 4 x 100 EFA
+    data["cluster"]["hosts"][0]["nics_per_host"] = 2
+    assert scenario_from_dict(data).cluster.hosts[0].resolved()[2] == 200.0
+    data["cluster"]["hosts"][0]["nic_gbps"] = 50
+    assert scenario_from_dict(data).cluster.hosts[0].resolved()[2] == 100.0

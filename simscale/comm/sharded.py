@@ -1,0 +1,221 @@
+"""PyTorch DDP's gradient buckets and ZeRO/FSDP's sharded collectives, over the all-reduce.
+
+All three hand NCCL one collective at a time, in the order they issue them, and the job's
+collectives run one after another (simscale.comm.allreduce.AllReduce, with no Horovod cycle or
+fusion), each over NVLink inside a host and the NICs between hosts.
+
+- **DDP** (torch/nn/parallel/distributed.py, reducer.cpp): parameters are assigned to buckets in
+  reverse registration order, the first capped at 1 MiB and the rest at ``bucket_cap_mb`` (25
+  MiB); a bucket is closed once it reaches its cap. When backward has produced every gradient of
+  a bucket, its all-reduce is launched, overlapping the rest of backward. The optimizer steps
+  when all buckets are reduced.
+- **ZeRO stage 1 and 2** (DeepSpeed stage_1_and_2.py): gradients are reduce-scattered in
+  buckets of ``reduce_bucket_size`` as backward fills them, each rank keeping the sum of its
+  shard; after the last one every rank updates its shard and the updated parameters are
+  all-gathered, the step ending when they all are (an all-reduce's traffic, as the ZeRO paper
+  says, but the gather half after backward rather than overlapped with it). Stages 1 and 2 move
+  the same bytes; they differ in memory (simscale.model.memory).
+- **ZeRO stage 3 / FSDP full shard** (torch/distributed/fsdp, DeepSpeed stage3.py): each unit
+  (a zoo layer: a transformer block) is all-gathered before its forward and again before its
+  backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward:
+  1.5 times DDP's traffic. The worker waits for a unit's gather (``gather``), which is where
+  stage 3's communication shows.
+
+The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
+and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import simpy
+
+from simscale.comm.allreduce import AllReduce
+from simscale.comm.communicator import Done
+from simscale.zoo import ModelSpec
+
+MIB = 2**20
+HALF = 0.5  # a reduce-scatter or an all-gather: half an all-reduce's ring steps
+
+
+def reverse_buckets(key_bytes: list[float], first_cap: float, cap: float) -> list[list[int]]:
+    """Keys grouped as DDP's ``compute_bucket_assignment_by_size`` groups them: in reverse
+    order, each bucket closed as soon as it holds at least its cap (the first bucket's
+    ``first_cap``, the others' ``cap``)."""
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    size = 0.0
+    limit = first_cap
+    for key in range(len(key_bytes) - 1, -1, -1):
+        current.append(key)
+        size += key_bytes[key]
+        if size >= limit:
+            buckets.append(current)
+            current, size, limit = [], 0.0, cap
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+class _Buckets:
+    """One worker's readiness per bucket within an iteration."""
+
+    def __init__(self, buckets: list[list[int]], key_bytes: list[float]) -> None:
+        self.buckets = buckets
+        self.bucket_of = {k: b for b, keys in enumerate(buckets) for k in keys}
+        self.bytes = [sum(key_bytes[k] for k in keys) for keys in buckets]
+        self.waiting: dict[tuple[int, int], list[Done]] = {}
+
+    def add(self, it: int, key: int, done: Done) -> int | None:
+        """Record ``key`` ready; the bucket index once the bucket is complete, else None."""
+        b = self.bucket_of[key]
+        dones = self.waiting.setdefault((it, b), [])
+        dones.append(done)
+        return b if len(dones) == len(self.buckets[b]) else None
+
+    def take(self, it: int, b: int) -> list[Done]:
+        return self.waiting.pop((it, b))
+
+
+def _call_all(dones: list[Done]) -> Callable[[float], None]:
+    def finish(waited_s: float) -> None:
+        for done in dones:
+            done(waited_s)
+
+    return finish
+
+
+class DDPMember:
+    """One worker's DDP reducer: a bucket's all-reduce starts once its gradients are ready."""
+
+    def __init__(self, ar: AllReduce, worker: int, buckets: _Buckets) -> None:
+        self.ar, self.worker, self.b = ar, worker, buckets
+
+    def communicate(self, iteration: int, key: int, done: Done) -> None:
+        b = self.b.add(iteration, key, done)
+        if b is not None:
+            finish = _call_all(self.b.take(iteration, b))
+            self.ar.submit(("ddp", iteration, b), iteration, b, self.b.bytes[b], 1.0, finish)
+
+
+class Zero12Member:
+    """One worker's ZeRO stage 1/2: bucketed reduce-scatters, then the parameters' all-gather
+    after the last, every key's new weights ready when the whole gather is done."""
+
+    def __init__(self, ar: AllReduce, worker: int, buckets: _Buckets) -> None:
+        self.ar, self.worker, self.b = ar, worker, buckets
+        self.reduced: dict[int, int] = {}
+        self.dones: dict[int, list[Done]] = {}
+
+    def communicate(self, iteration: int, key: int, done: Done) -> None:
+        b = self.b.add(iteration, key, done)
+        if b is None:
+            return
+        self.dones.setdefault(iteration, []).extend(self.b.take(iteration, b))
+
+        def reduced(_waited_s: float) -> None:
+            self.reduced[iteration] = self.reduced.get(iteration, 0) + 1
+            if self.reduced[iteration] == len(self.b.buckets):
+                del self.reduced[iteration]
+                self._gather(iteration)
+
+        self.ar.submit(("rs", iteration, b), iteration, b, self.b.bytes[b], HALF, reduced)
+
+    def _gather(self, iteration: int) -> None:
+        dones = self.dones.pop(iteration)
+        left = [len(self.b.buckets)]
+
+        def gathered(waited_s: float) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                _call_all(dones)(waited_s)
+
+        # Gathered in forward order: the bucket holding the first layers last reduced.
+        for b in range(len(self.b.buckets) - 1, -1, -1):
+            self.ar.submit(("ag", iteration, b), iteration, b, self.b.bytes[b], HALF, gathered)
+
+
+class Zero3Member:
+    """One worker's ZeRO stage 3 / FSDP full shard: a unit's parameters all-gathered before its
+    forward and its backward (``prefetch`` units ahead), its gradients reduce-scattered after."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        ar: AllReduce,
+        worker: int,
+        model: ModelSpec,
+        bytes_per_element: int,
+        prefetch: int,
+    ) -> None:
+        self.env, self.ar, self.worker, self.prefetch = env, ar, worker, prefetch
+        self.unit_bytes = [
+            float(sum(a.elements for a in layer.arrays) * bytes_per_element)
+            for layer in model.layers
+        ]
+        self.layer_of = list(model.array_layer)
+        self.keys_in = [len(layer.arrays) for layer in model.layers]
+        self.gathers: dict[tuple[int, bool, int], simpy.Event] = {}
+        self.issued: set[tuple[int, bool, int]] = set()
+        self.grads: dict[tuple[int, int], list[Done]] = {}
+
+    def gather(self, iteration: int, layer: int, backward: bool) -> simpy.Event | None:
+        """The event of unit ``layer``'s parameters gathered for this pass (None: nothing to
+        gather); issues the next ``prefetch`` units' gathers too."""
+        step = -1 if backward else 1
+        n = len(self.unit_bytes)
+        for ahead in range(self.prefetch + 1):
+            unit = layer + step * ahead
+            if 0 <= unit < n:
+                self._issue(iteration, backward, unit)
+        return self.gathers.pop((iteration, backward, layer), None)
+
+    def _issue(self, iteration: int, backward: bool, unit: int) -> None:
+        tag = (iteration, backward, unit)
+        if tag in self.issued or self.unit_bytes[unit] == 0:
+            return
+        if not backward and unit == 0:
+            # A new iteration: forget the previous one's issued gathers.
+            self.issued = {t for t in self.issued if t[0] == iteration}
+        event = self.env.event()
+        self.gathers[tag] = event
+        self.issued.add(tag)
+        self.ar.submit(
+            ("ag3", *tag), iteration, unit, self.unit_bytes[unit], HALF, lambda _w: event.succeed()
+        )
+
+    def communicate(self, iteration: int, key: int, done: Done) -> None:
+        layer = self.layer_of[key]
+        dones = self.grads.setdefault((iteration, layer), [])
+        dones.append(done)
+        if len(dones) == self.keys_in[layer]:
+            finish = _call_all(self.grads.pop((iteration, layer)))
+            nbytes = self.unit_bytes[layer]
+            self.ar.submit(("rs3", iteration, layer), iteration, layer, nbytes, HALF, finish)
+
+
+def members(
+    env: simpy.Environment,
+    ar: AllReduce,
+    workers: int,
+    mode: str,
+    model: ModelSpec,
+    key_bytes: list[float],
+    bytes_per_element: int,
+    *,
+    bucket_mb: float,
+    first_bucket_mb: float,
+    zero_stage: int,
+    zero_bucket_mb: float,
+    prefetch: int,
+) -> list[DDPMember | Zero12Member | Zero3Member]:
+    """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc)."""
+    if mode == "ddp":
+        groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
+        return [DDPMember(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
+    if zero_stage in (1, 2):
+        cap = zero_bucket_mb * 1e6
+        groups = reverse_buckets(key_bytes, cap, cap)
+        return [Zero12Member(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
+    return [Zero3Member(env, ar, w, model, bytes_per_element, prefetch) for w in range(workers)]

@@ -1,0 +1,131 @@
+"""Peak GPU memory of one data-parallel rank: weights, gradients, optimizer state, activations.
+
+The accounting of Rajbhandari et al. 2020 ("ZeRO: Memory Optimizations Toward Training Trillion
+Parameter Models", section 3.1): with Ψ parameters, mixed-precision training holds 2Ψ bytes of
+16-bit weights, 2Ψ of 16-bit gradients and KΨ of optimizer state, K = 12 for Adam (fp32 master
+weights, momentum and variance). Here, per precision (simscale.spec.scenario.TrainingConfig):
+
+- fp32, tf32, amp: fp32 weights (4Ψ) and gradients (4Ψ, amp's too, as torch autocast keeps
+  them); state 8Ψ for Adam, 4Ψ for SGD's momentum; no master copy.
+- fp16 (the network cast): 2Ψ weights and gradients, state in fp16 (Adam 4Ψ, SGD 2Ψ).
+- bf16, fp8: 2Ψ bf16 weights and gradients, state 4Ψ master weights plus Adam's 8Ψ (SGD's 4Ψ).
+
+ZeRO stage 1 keeps 1/N of the optimizer state, stage 2 also of the gradients, stage 3 also of
+the weights, N the data-parallel ranks; a stage-3 rank also holds the units it has gathered
+(the one computing and ``prefetch`` ahead, FSDP's unsharded parameters) and one unit's full
+gradient before it is reduce-scattered. PyTorch DDP copies gradients into its buckets (the
+default ``gradient_as_bucket_view=False``; torch's docs: turning it on saves "the total
+gradients size"), so DDP holds the gradients twice.
+
+Activations are the zoo layers' stored bytes per sample (simscale.zoo.spec.Layer) times the
+micro-batch, doubled when the network computes in fp32 or tf32. Not counted: the CUDA context
+and library workspaces (a few hundred MB to a GB, varying by version) and allocator
+fragmentation; so "fits" means the model's own state fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simscale.zoo import ModelSpec
+
+GIB = 2**30
+
+# Bytes per parameter: (weights, gradients, optimizer state for "sgd", for "adam").
+BYTES_PER_PARAM = {
+    "fp32": (4, 4, 4, 8),
+    "tf32": (4, 4, 4, 8),
+    "amp": (4, 4, 4, 8),
+    "fp16": (2, 2, 2, 4),
+    "bf16": (2, 2, 4 + 4, 4 + 8),
+    "fp8": (2, 2, 4 + 4, 4 + 8),
+}
+FP32_ACTIVATIONS = ("fp32", "tf32")
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """One rank's peak memory by term, in bytes, and the GPU's capacity."""
+
+    weights: float
+    gradients: float
+    optimizer_state: float
+    activations: float
+    gathered: float  # stage 3: units gathered in full; DDP: its gradient buckets
+    capacity: float
+    gathered_what: str = ""
+
+    @property
+    def total(self) -> float:
+        return (
+            self.weights + self.gradients + self.optimizer_state + self.activations + self.gathered
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    def terms(self) -> dict[str, float]:
+        """Each term in GiB, and the total and capacity."""
+        out = {
+            "weights_gib": self.weights / GIB,
+            "gradients_gib": self.gradients / GIB,
+            "optimizer_state_gib": self.optimizer_state / GIB,
+            "activations_gib": self.activations / GIB,
+        }
+        if self.gathered:
+            out[f"{self.gathered_what.replace(' ', '_')}_gib"] = self.gathered / GIB
+        out["total_gib"] = self.total / GIB
+        out["capacity_gib"] = self.capacity / GIB
+        return out
+
+    def describe(self) -> str:
+        """ "needs X GiB of Y (weights a + gradients b + ...)" for a refusal or a report."""
+        parts = [
+            f"weights {self.weights / GIB:.1f}",
+            f"gradients {self.gradients / GIB:.1f}",
+            f"optimizer state {self.optimizer_state / GIB:.1f}",
+            f"activations {self.activations / GIB:.1f}",
+        ]
+        if self.gathered:
+            parts.append(f"{self.gathered_what} {self.gathered / GIB:.1f}")
+        return (
+            f"needs {self.total / GIB:.1f} GiB of {self.capacity / GIB:.0f} "
+            f"({' + '.join(parts)} GiB)"
+        )
+
+
+def memory_use(
+    model: ModelSpec,
+    *,
+    precision: str,
+    optimizer: str,
+    batch_per_gpu: int,
+    ranks: int,
+    mode: str,
+    stage: int,
+    prefetch: int,
+    capacity_gib: float,
+) -> MemoryUse:
+    """Peak bytes one rank holds (module doc) for ``mode`` "ddp", "zero" (at ``stage``) or any
+    other (unsharded, no bucket copies)."""
+    psi = float(model.params)
+    w_b, g_b, sgd_b, adam_b = BYTES_PER_PARAM[precision]
+    state_b = adam_b if optimizer == "adam" else sgd_b
+    weights, grads, state = psi * w_b, psi * g_b, psi * state_b
+    gathered, what = 0.0, ""
+    if mode == "zero":
+        n = float(ranks)
+        state /= n
+        if stage >= 2:
+            grads /= n
+        if stage >= 3:
+            weights /= n
+            unit = max((sum(a.elements for a in layer.arrays) for layer in model.layers), default=0)
+            gathered = float(unit) * ((1 + prefetch) * w_b + g_b)
+            what = "gathered units"
+    elif mode == "ddp":
+        gathered, what = psi * g_b, "DDP buckets"
+    act_scale = 2.0 if precision in FP32_ACTIVATIONS else 1.0
+    activations = model.activation_bytes * batch_per_gpu * act_scale
+    return MemoryUse(weights, grads, state, activations, gathered, capacity_gib * GIB, what)
