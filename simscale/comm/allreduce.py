@@ -33,6 +33,10 @@ from simscale.spec.scenario import Scenario
 # not 2(N-1) network round trips (the same model, ``nInterSteps`` against ``nsteps``).
 NVLINK_STEP_S = 3.4e-6
 PCIE_STEP_S = 5.7e-6
+# The same table's hop between hosts (NET, ring, Simple): 14 us. DDP's and ZeRO's NCCL over
+# InfiniBand or EFA pays it per network hop instead of the NIC latency and the socket send cost
+# a Horovod ring over TCP pays (ddp and zero over tcp keep those).
+NCCL_NET_STEP_S = 14e-6
 
 
 def intra_host_step_s(gpu: GPUSpec) -> float:
@@ -126,6 +130,10 @@ class AllReduce:
         torch = scenario.kvstore.mode in ("ddp", "zero")
         gbps, why = ring_host_cap(scenario, costs, first.gpus, flat=True if torch else None)
         ends = layout.worker_hosts[0], layout.worker_hosts[-1]
+        hop_s = topology.path_latency_s(*ends) * costs.latency_factor
+        message_s = costs.message_overhead_us * 1e-6
+        if torch and all(g.resolved_transport() != "tcp" for g in scenario.cluster.hosts):
+            hop_s, message_s = NCCL_NET_STEP_S * costs.latency_factor, 0.0
         return cls(
             env,
             net,
@@ -136,8 +144,8 @@ class AllReduce:
             "hierarchical" if torch else ar.algorithm,
             0.0 if torch else ar.fusion_mb * 1e6,
             0.0 if torch else ar.cycle_ms * 1e-3,
-            costs.message_overhead_us * 1e-6,
-            topology.path_latency_s(*ends) * costs.latency_factor,
+            message_s,
+            hop_s,
             on_buffer=on_buffer,
             ceiling_gbps=gbps,
             ceiling_why=why,
@@ -200,8 +208,10 @@ class AllReduce:
                 batch, total = [], 0.0
                 while self.queue and (
                     not batch
-                    or (total + self.queue[0].nbytes <= self.fusion_bytes
-                    and self.queue[0].fraction == batch[0].fraction)
+                    or (
+                        total + self.queue[0].nbytes <= self.fusion_bytes
+                        and self.queue[0].fraction == batch[0].fraction
+                    )
                 ):
                     entry = self.queue.pop(0)
                     batch.append(entry)

@@ -169,9 +169,7 @@ class Worker:
             self.stats.blocked_s.append(blocked)
             self.stats.waited_for_others_s.append(others)
 
-    def _gathered(
-        self, it: int, layer: int, backward: bool
-    ) -> simpy.events.ProcessGenerator:
+    def _gathered(self, it: int, layer: int, backward: bool) -> simpy.events.ProcessGenerator:
         """Wait for layer ``layer``'s parameters to be gathered; the seconds waited."""
         assert self.gather is not None
         event = self.gather(it, layer, backward)

@@ -157,6 +157,7 @@ class Measurement:
             path_reason=run.path_reason,
             approximate=run.approximate,
             stopped_early=run.stopped_early,
+            memory_per_gpu=s.memory_use().terms() if s.kvstore.mode in ("ddp", "zero") else None,
         )
 
     def _per_worker(

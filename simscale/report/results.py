@@ -62,9 +62,14 @@ class Result:
     approximate: bool = False
     # Empty for a run that finished; else why it stopped before (e.g. --max-seconds).
     stopped_early: str = ""
+    # Peak GPU memory of one rank by term, GiB (simscale.model.memory); the DDP and ZeRO modes
+    # only, where it is checked (None elsewhere, and left out of the JSON).
+    memory_per_gpu: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = _finite(asdict(self))
+        if d["memory_per_gpu"] is None:
+            del d["memory_per_gpu"]
         d["schema_version"] = SCHEMA_VERSION
         return d
 
@@ -108,6 +113,16 @@ def format_table(r: Result) -> str:
         f"{r.breakdown['exposed_comm_s'] * 1e3:,.2f} + waiting for other workers "
         f"{r.breakdown['wait_for_workers_s'] * 1e3:,.2f} ms (means over workers)",
         f"bottleneck    {r.bottleneck}",
+    ]
+    if r.memory_per_gpu is not None:
+        m = r.memory_per_gpu
+        terms = ", ".join(
+            f"{k.removesuffix('_gib').replace('_', ' ')} {v:.1f}"
+            for k, v in m.items()
+            if k not in ("total_gib", "capacity_gib")
+        )
+        lines.append(f"memory/GPU    {m['total_gib']:.1f} of {m['capacity_gib']:.0f} GiB ({terms})")
+    lines += [
         "",
         "busiest resources",
     ]
