@@ -294,7 +294,73 @@ def speed_table() -> str:
     )
 
 
+# ---- the package diagram, from the source's imports -----------------------------------------
+
+PACKAGES = ("simscale", "realrun", "calibration")
+
+
+def _unit(module: str) -> str:
+    """The diagram's box for a module: a direct child of simscale or realrun (``simscale.spec``);
+    calibration, a flat package of one concern, is one box."""
+    parts = module.split(".")
+    return "calibration" if parts[0] == "calibration" else ".".join(parts[:2])
+
+
+def _is_ours(unit: str) -> bool:
+    path = ROOT / unit.replace(".", "/")
+    return unit == "calibration" or path.is_dir() or path.with_suffix(".py").exists()
+
+
+def package_imports() -> set[tuple[str, str]]:
+    """(importer, imported) between the direct children of our packages, read with ``ast``."""
+    edges = set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            is_init = parts[-1] == "__init__"
+            module = ".".join(parts[:-1] if is_init else parts)
+            here = module.split(".") if is_init else module.split(".")[:-1]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        base = ".".join(
+                            here[: len(here) - node.level + 1] + ([base] if base else [])
+                        )
+                    targets = [f"{base}.{a.name}" for a in node.names]
+                else:
+                    continue
+                for target in targets:
+                    a, b = _unit(module), _unit(target)
+                    boxes = all(u == "calibration" or "." in u for u in (a, b))
+                    if a != b and boxes and "__main__" not in a and _is_ours(b):
+                        edges.add((a, b))
+    return edges
+
+
+def package_graph() -> str:
+    """A mermaid diagram of which package imports which, one subgraph per top-level package."""
+    edges = package_imports()
+    nodes = sorted({n for e in edges for n in e})
+    ident = {n: n.replace(".", "_") for n in nodes}
+    out = ["```mermaid", "flowchart LR"]
+    for package in PACKAGES:
+        children = [n for n in nodes if n.startswith(package + ".")]
+        if not children:
+            out.append(f"  {ident[package]}[{package}]")
+            continue
+        out.append(f"  subgraph {package}")
+        out += [f"    {ident[n]}[{n.split('.')[1]}]" for n in children]
+        out.append("  end")
+    out += [f"  {ident[a]} --> {ident[b]}" for a, b in sorted(edges)]
+    out.append("```")
+    return "\n".join(out) + f"\n\n{len(nodes)} packages and modules, {len(edges)} import edges."
+
+
 REGIONS: dict[str, Callable[[], str]] = {
+    "package-graph": package_graph,
     "accuracy-summary": accuracy_summary,
     "accuracy-emulated": emulated_groups,
     "accuracy-published": published_groups,
@@ -472,7 +538,8 @@ def presets_reference() -> str:
         "",
         "## Accelerators",
         "",
-        "| name | FP32 TFLOPS | FP16 TFLOPS | host link GB/s | peer link GB/s | memory GiB | source |",
+        "| name | FP32 TFLOPS | FP16 TFLOPS | host link GB/s | peer link GB/s | memory GiB "
+        "| source |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for g in hw.GPUS.values():
@@ -489,7 +556,8 @@ def presets_reference() -> str:
         "from the page named; an unknown price stays unknown (a cluster with such a host has",
         "no cost until the scenario gives `usd_per_hour`).",
         "",
-        "| name | GPUs | NIC Gbit/s | vCPUs | collective transport | NCCL sockets | USD/h | source | price source |",
+        "| name | GPUs | NIC Gbit/s | vCPUs | collective transport | NCCL sockets | USD/h "
+        "| source | price source |",
         "|---|---|---:|---:|---|---:|---:|---|---|",
     ]
     for i in hw.INSTANCES.values():
@@ -507,7 +575,13 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/presets.md": presets_reference,
 }
 # Files whose gen: regions are filled (README from the root, the rest from docs/).
-REGION_FILES = ("README.md", "docs/index.md", "docs/accuracy.md", "docs/performance.md")
+REGION_FILES = (
+    "README.md",
+    "docs/index.md",
+    "docs/accuracy.md",
+    "docs/performance.md",
+    "docs/architecture.md",
+)
 
 
 def expected() -> dict[str, str]:
