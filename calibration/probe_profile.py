@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from calibration.errors import CalibrationError
-from realrun.probe.record import ProbeRecord, ProbeRecordError, load_probe
+from realrun.records.probe_record import ProbeRecord, ProbeRecordError, load_probe
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement
+from realrun.records.probe_record import Measurement
 
 DEFAULT_SIZES_BYTES = (4 << 10, 64 << 10, 1 << 20, 4 << 20)
 PORT_TIMEOUT_S = 60.0
