@@ -40,6 +40,13 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fit the real-hardware profile to the published measurements instead of runs",
     )
+    p.add_argument(
+        "--probe",
+        type=Path,
+        nargs="+",
+        metavar="PROBE.json",
+        help="make the profile from realrun probe records (measured costs, no training run)",
+    )
     _add_fit_args(p)
     add_force_arg(p)
 
@@ -138,6 +145,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     refuse_overwrite([args.output], args.force)
     if args.published:
         return _calibrate_published(args)
+    if args.probe:
+        return _calibrate_probe(args)
     if not args.runs:
         raise CalibrationError("give run records to fit, or --published")
 
@@ -158,6 +167,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"training error: mean {result.mape:.1%}, worst {result.ape.max():.1%} "
         "(in-sample; run `simscale validate` for held-out error)"
     )
+    print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
+    return 0
+
+
+def _calibrate_probe(args: argparse.Namespace) -> int:
+    from calibration.probe_profile import calibrate_probe
+    from simscale.spec.profile import save_profile
+
+    if args.runs:
+        raise CalibrationError("give run records or --probe, not both")
+    profile = calibrate_probe(args.probe, args.scope)
+    save_profile(profile, args.output)
+    print(f"measured {len(profile.fit.parameters)} parameters from {len(args.probe)} probe records")
+    for name in profile.fit.parameters:
+        sigma = profile.fit.uncertainty.get(name, float("nan"))
+        value = getattr(profile.costs, name)
+        print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
     print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
     return 0
 

@@ -4,16 +4,38 @@ ranks, bus bandwidth = size * 2 (n - 1) / n / time, the rate each host's NIC car
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import statistics
+import struct
 import time
 from datetime import timedelta
 from typing import Any
 
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement
+from realrun.records.probe_record import Measurement
 
 DEFAULT_SIZES_BYTES = (4 << 10, 64 << 10, 1 << 20, 4 << 20)
 PORT_TIMEOUT_S = 60.0
+SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's IPv4 address
+
+
+def interface_towards(address: str) -> str | None:
+    """The name of this host's interface that reaches ``address`` (gloo binds to the host
+    name's address otherwise, 127.0.0.1 on many machines, which no peer can reach)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((address, 9))  # UDP: no packet is sent, only the route chosen
+        local = s.getsockname()[0]
+        for _, name in socket.if_nameindex():
+            packed = struct.pack("256s", name.encode()[:15])
+            with contextlib.suppress(OSError):
+                got = fcntl.ioctl(s.fileno(), SIOCGIFADDR, packed)[20:24]
+                if socket.inet_ntoa(got) == local:
+                    return name
+    return None
 
 
 def measure(rank: int, world: int, master: str, port: int, sizes: list[int], reps: int) -> dict:
@@ -23,6 +45,10 @@ def measure(rank: int, world: int, master: str, port: int, sizes: list[int], rep
     import torch.distributed as dist
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"
+    name = interface_towards(master)
+    if name is not None:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", name)
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     dist.init_process_group(
         backend,

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from realrun.probe.hosts import HostSet, LocalHosts, NetnsHosts, ProbeHostError, SshHosts
-from realrun.probe.record import write_probe
 from realrun.probe.runner import STEPS, ProbeOptions, probe
+from realrun.records.probe_record import write_probe
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.report.outputs import check_writable, refuse_overwrite
 

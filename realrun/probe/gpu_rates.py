@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement
+from realrun.records.probe_record import Measurement
 
 COPY_SIZES_BYTES = (1 << 20, 16 << 20, 64 << 20)
 NO_CUDA = "no CUDA device on host {host} (torch.cuda.is_available() is False)"

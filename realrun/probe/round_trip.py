@@ -4,7 +4,7 @@ echo and ping ends, which the emulated cluster's own tests use), through any hos
 from __future__ import annotations
 
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement
+from realrun.records.probe_record import Measurement
 
 SLACK_S = 20.0
 

@@ -19,7 +19,7 @@ from typing import Any
 from realrun.emulated.machine_load import read_cpu_ticks
 from realrun.probe import allreduce_bw, gpu_rates, round_trip, server_cost, tcp_rate
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement, ProbeRecord
+from realrun.records.probe_record import Measurement, ProbeRecord
 
 STEPS = ("rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu")
 BASE_PORT = 45_100  # one port per step: no wait for a previous step's TIME_WAIT sockets

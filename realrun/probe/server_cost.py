@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from realrun.probe.hosts import HostSet
-from realrun.probe.record import Measurement
 from realrun.ps.kv_server import KVServer
 from realrun.ps.message import Kind, Message
 from realrun.ps.optimizer import SGD
 from realrun.ps.van import Incoming, Van
+from realrun.records.probe_record import Measurement
 
 TINY_ELEMENTS = 1
 DEFAULT_SIZES_BYTES = (4, 256 << 10, 1 << 20, 4 << 20)

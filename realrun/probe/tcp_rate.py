@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from realrun.probe.hosts import READY_LINE, HostSet
-from realrun.probe.record import Measurement
+from realrun.records.probe_record import Measurement
 
 CHUNK_BYTES = 1 << 16
 GO = b"g"

@@ -1,0 +1,153 @@
+"""Issue 35 item 4's acceptance on the emulated cluster: probe, profile, predict the 15 shapes.
+
+End to end, as root: ``realrun probe`` on the emulated cluster of each host shape of
+runs/emulated-v2 (4 hosts at 50 and 200 Mbit/s, and 1 Gbit/s at dilation 5), the server cost
+once (it does not depend on the link); ``calibrate --probe`` on the records; then each of the 15
+shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty) and
+with the campaign-fitted profiles/emulated-v2.yaml, against the measured mean. Prints the table
+and the figures beside the campaign's cost in hours (its log's wall times), and writes
+benchmarks/results/probe-emulated.{csv,json} plus the probe records and the profile (refusing
+to overwrite them unless --force).
+
+    sudo python -m benchmarks.bench_probe_emulated [--out benchmarks/results] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from calibration.probe_profile import calibrate_probe
+from calibration.runs import load_runs, mean_by_shape
+from calibration.validate import label_of
+from simscale.simulator import simulate
+from simscale.spec.profile import load_profile, save_profile
+from simscale.whatif.uncertainty import interval
+
+RUNS = Path("runs/emulated-v2")
+CAMPAIGN_PROFILE = Path("profiles/emulated-v2.yaml")
+SCENARIO = "scenarios/emulated/mlp-colocated.yaml"
+# The host shapes of the campaign (campaigns/emulated-v2.yaml): NIC rate, dilation.
+SHAPES = (("50M", "0.05", "1"), ("200M", "0.2", "1"), ("1G-d5", "1", "5"))
+LEVEL = 0.9
+
+
+def probe_shapes(out: Path) -> tuple[list[Path], float]:
+    """One probe per host shape (4 hosts); the records and the probes' total wall seconds."""
+    paths = []
+    t0 = time.monotonic()
+    for i, (name, gbps, dilation) in enumerate(SHAPES):
+        path = out / f"probe-emulated-{name}.json"
+        skip = "gpu,allreduce" + (",server" if i else "")
+        argv = [
+            *(sys.executable, "-m", "realrun.cli", "probe", "--launcher", "netns"),
+            *("--scenario", SCENARIO, "-o", str(path), "--force", "--skip", skip),
+            *("--set", "cluster.hosts[0].count=4", "--set", f"cluster.hosts[0].nic_gbps={gbps}"),
+            *("--set", f"realrun.dilation={dilation}"),
+        ]
+        subprocess.run(argv, check=True)
+        paths.append(path)
+    return paths, time.monotonic() - t0
+
+
+def campaign_hours() -> float:
+    lines = (RUNS / "campaign-log.jsonl").read_text().splitlines()
+    return sum(json.loads(ln)["wall_s"] for ln in lines if ln.strip()) / 3600
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--force", action="store_true", help="overwrite earlier results")
+    ap.add_argument("--draws", type=int, default=24, help="parameter draws per interval")
+    ap.add_argument("--reuse", action="store_true", help="reuse the probe records in --out")
+    a = ap.parse_args()
+    table = a.out / "probe-emulated.csv"
+    if table.exists() and not a.force:
+        print(f"{table} exists; --force to overwrite", file=sys.stderr)
+        return 2
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.reuse:
+        paths = [a.out / f"probe-emulated-{n}.json" for n, _, _ in SHAPES]
+        probe_s = sum(json.loads(p.read_text())["environment"]["wall_s"] for p in paths)
+    else:
+        paths, probe_s = probe_shapes(a.out)
+    profile = calibrate_probe(paths)
+    save_profile(profile, a.out / "probe-emulated-profile.yaml")
+    campaign = load_profile(CAMPAIGN_PROFILE)
+    rows = []
+    shapes = mean_by_shape(load_runs([RUNS]).runs)
+    for i, (_, (scenario, measured, _, _)) in enumerate(sorted(shapes.items()), 1):
+        print(f"\rpredicting {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
+        iv = interval(scenario, profile, level=LEVEL, draws=a.draws, force_profile=True, jobs=1)
+        fitted = simulate(scenario, campaign.costs).throughput_samples_per_s
+        rows.append(
+            {
+                "shape": label_of(scenario),
+                "measured": measured,
+                "probe_predicted": iv.nominal,
+                "probe_error": abs(iv.nominal / measured - 1),
+                "probe_low90": iv.low,
+                "probe_high90": iv.high,
+                "covered": iv.low <= measured <= iv.high,
+                "campaign_predicted": fitted,
+                "campaign_error": abs(fitted / measured - 1),
+            }
+        )
+    print(file=sys.stderr)
+    with table.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    n = len(rows)
+    summary = {
+        "probe": {
+            "mean_error": sum(r["probe_error"] for r in rows) / n,
+            "worst_error": max(r["probe_error"] for r in rows),
+            "covered_90": sum(r["covered"] for r in rows),
+            "shapes": n,
+            "probe_wall_s": probe_s,
+            "parameters": {k: getattr(profile.costs, k) for k in profile.fit.parameters},
+            "uncertainty": profile.fit.uncertainty,
+        },
+        "campaign_profile": {
+            "mean_error_in_sample": sum(r["campaign_error"] for r in rows) / n,
+            "worst_error_in_sample": max(r["campaign_error"] for r in rows),
+            "campaign_hours": campaign_hours(),
+        },
+        "machine": {"cores": os.cpu_count(), "loadavg_at_end": os.getloadavg()},
+    }
+    (a.out / "probe-emulated.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(
+        f"{'shape':<50} {'measured':>9} {'probe':>9} {'err':>6} {'90% interval':>19} "
+        f"{'campaign':>9} {'err':>6}"
+    )
+    for r in rows:
+        print(
+            f"{r['shape']:<50} {r['measured']:9.1f} {r['probe_predicted']:9.1f} "
+            f"{r['probe_error']:6.1%} {r['probe_low90']:9.1f}-{r['probe_high90']:<9.1f} "
+            f"{r['campaign_predicted']:9.1f} {r['campaign_error']:6.1%}"
+            + ("" if r["covered"] else "  (outside)")
+        )
+    p, c = summary["probe"], summary["campaign_profile"]
+    print(
+        f"probe profile ({probe_s / 60:.1f} min of probing, no training run): mean "
+        f"{p['mean_error']:.1%}, worst {p['worst_error']:.1%}, 90% interval covers "
+        f"{p['covered_90']}/{n}"
+    )
+    print(
+        f"campaign profile ({c['campaign_hours']:.2f} h of training runs, fitted on these "
+        f"shapes, in sample): mean {c['mean_error_in_sample']:.1%}, worst "
+        f"{c['worst_error_in_sample']:.1%}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
