@@ -25,7 +25,8 @@ by default), and ``--repeats`` times in alternation:
   per iteration.
 
 Throughput of both is the sum over workers of ``batch * gpus / mean measured iteration`` in
-emulated seconds (the machine's divided by the dilation), as realrun's record summary computes it. Needs root (namespaces).
+emulated seconds (the machine's divided by the dilation), as realrun's record summary computes
+it. Needs root (network namespaces).
 
     python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
         [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
