@@ -334,6 +334,7 @@ def main() -> int:
         return 2
     child_environ({})  # fail early if the project is not importable for the server
     rows: list[Row] = []
+    load_before = os.getloadavg()[0]
     for mb in args.sizes_mb:
         nbytes = int(mb * 1e6) // 4 * 4
         ops = max(2, int(args.ops_mb / mb))
@@ -351,7 +352,13 @@ def main() -> int:
             f"{r.cpu_ms_per_op:>17.2f} {r.min_gbps:>6.2f}-{r.max_gbps:<6.2f}"
         )
     if args.json:
-        meta = {"runs": args.runs, "ops_mb": args.ops_mb, "mxnet_python": args.mxnet_python}
+        meta = {
+            "runs": args.runs,
+            "ops_mb": args.ops_mb,
+            "mxnet_python": args.mxnet_python,
+            "cpus": os.cpu_count(),
+            "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        }
         Path(args.json).write_text(
             json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
         )

@@ -75,10 +75,32 @@ def test_a_pull_request_leaves_right_behind_its_push_even_with_the_window_full()
     po = Postoffice(NodeEnv("worker", "127.0.0.1", 1, 1, 1, "127.0.0.1"), window_bytes=MB)
     po.van.close()
     po.van = RecordingVan()
-    handle = Handle(3, "pushpull")
+    handle = Handle(4, "pushpull")
     big = np.zeros(2 * MB // 4, dtype=np.float32)  # 2 MB, twice the window
     po.request("server-0", Message(Kind.PUSH, key=5, arrays=(big,)), handle, 0)
     po.request("server-0", Message(Kind.PULL, key=5), handle, 0)
     po.request("server-0", Message(Kind.PUSH, key=6, arrays=(big,)), handle, -1)
+    po.request("server-0", Message(Kind.PUSH, key=7, arrays=(big,)), handle, -2)
     po._flush()
-    assert po.van.sent == [("server-0", 5), ("server-0", 5)]  # push, then its pull; not key 6
+    # Push 5, its pull, and push 6: two slices bigger than the window are in flight at once.
+    assert po.van.sent == [("server-0", 5), ("server-0", 5), ("server-0", 6)]
+
+
+def test_slices_bigger_than_the_window_are_double_buffered():
+    """A slice bigger than the window used to go alone: the link then idled while the server
+    merged it and acknowledged. Now the next big slice is already queued behind it, and a third
+    leaves when the first is acknowledged."""
+    po = Postoffice(NodeEnv("worker", "127.0.0.1", 1, 1, 1, "127.0.0.1"), window_bytes=MB)
+    po.van.close()
+    po.van = RecordingVan()
+    handle = Handle(4, "pushes")
+    big = np.zeros(3 * MB // 4, dtype=np.float32)  # 3 MB: the window becomes 6 MB
+    small = np.zeros(MB // 8, dtype=np.float32)
+    for key in (1, 2, 3):
+        po.request("server-0", Message(Kind.PUSH, key=key, arrays=(big,)), handle, -key)
+    po.request("server-1", Message(Kind.PUSH, key=9, arrays=(small,)), handle, 0)
+    po._flush()
+    assert [key for _, key in po.van.sent] == [1, 2, 9]
+    po._from_server("server-0", Message(Kind.RESPONSE, po.van.request_ids[0]))
+    po._flush()
+    assert [key for _, key in po.van.sent] == [1, 2, 9, 3]

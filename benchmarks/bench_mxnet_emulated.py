@@ -1,0 +1,311 @@
+"""realrun against real MXNet 1.9.1 on the emulated cluster: the same shapes, namespaces,
+shaping and emulated compute, alternating, so that the system realrun imitates is measured
+beside it.
+
+For each configuration of ``campaigns/emulated-v2.yaml`` picked with ``--shapes`` (labels; all
+by default), and ``--repeats`` times in alternation:
+
+- **realrun**: ``realrun run SCENARIO --launcher netns --set ...`` as the campaign runs it; its
+  record's ``summary.samples_per_s``.
+- **MXNet**: the same scenario's cluster built by the same ``NetnsLauncher`` (one network
+  namespace per host, HTB-shaped NICs, delay wires, time dilation), MXNet's own scheduler,
+  servers (``import mxnet`` with ``DMLC_ROLE``) and workers started in their hosts with the
+  ``DMLC_*`` variables, ``MXNET_KVSTORE_BIGARRAY_BOUND`` set to the scenario's bound. Each
+  worker replays the very timeline realrun's emulated worker replays
+  (``realrun.training.emulated_compute.emulated_device``: per-layer forward and backward
+  seconds, already dilated): forward layer by layer, each waiting for its keys' pulled
+  weights; backward from the last layer, each layer's keys pushed and pulled at priority
+  ``-key`` as soon as the layer's backward ends; an SGD optimizer (the scenario's) on the
+  servers via ``kv.set_optimizer``.
+
+  One difference, reported in the CSV (``host_copy_s``): realrun's emulated worker also replays
+  the host's GPU<->CPU copies (``reduce_s``/``broadcast_s``) on copy-engine threads; the MXNet
+  replay has no place to put them without threads of its own calling the KVStore (which MXNet's
+  Python API does not support), so it leaves them out. That favours MXNet by at most that much
+  per iteration.
+
+Throughput of both is the sum over workers of ``batch * gpus / mean measured iteration`` in
+emulated seconds (the machine's divided by the dilation), as realrun's record summary computes
+it. Needs root (network namespaces).
+
+    python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
+        [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
+from realrun.records.campaign import PlannedRun, load_campaign  # noqa: E402
+from realrun.training.emulated_compute import emulated_device  # noqa: E402
+from simscale.model.cluster import layout  # noqa: E402
+from simscale.spec.scenario import load_scenario  # noqa: E402
+
+CAMPAIGN = ROOT / "campaigns" / "emulated-v2.yaml"
+RUN_LIMIT_S = 600.0
+
+# The MXNet worker: replays the plan (JSON, argv[1]) and writes its iteration times (argv[2]).
+MXNET_WORKER = r"""
+import json, sys, time
+import numpy as np
+import mxnet as mx
+plan = json.load(open(sys.argv[1]))
+kv = mx.kv.create(plan["mode"])
+rng = np.random.default_rng([plan["seed"], kv.rank])
+grads = [mx.nd.array(rng.standard_normal(n).astype(np.float32) * 1e-3) for n in plan["elements"]]
+bufs = [mx.nd.zeros(n) for n in plan["elements"]]
+o = plan["optimizer"]
+kv.set_optimizer(mx.optimizer.SGD(learning_rate=o["learning_rate"], momentum=o["momentum"],
+                                  wd=o["weight_decay"], rescale_grad=o["rescale_grad"]))
+for k, b in enumerate(bufs):
+    kv.init(k, b)
+for k, b in enumerate(bufs):
+    kv.pull(k, out=b)
+mx.nd.waitall()
+kv._barrier()
+
+def sleep_until(t):
+    left = t - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+
+layers = plan["layer_keys"]
+fwd, bwd = plan["forward_s"], plan["backward_s"]
+iterations = []
+for it in range(plan["iterations"]):
+    start = clock = time.perf_counter()
+    wait = 0.0
+    for layer, keys in enumerate(layers):
+        if keys:
+            t = time.perf_counter()
+            for k in keys:
+                bufs[k].wait_to_read()
+            wait += time.perf_counter() - t
+            clock = max(clock, time.perf_counter())
+        clock += fwd[layer]
+        sleep_until(clock)
+    for layer in reversed(range(len(layers))):
+        clock += bwd[layer]
+        sleep_until(clock)
+        for k in reversed(layers[layer]):
+            kv.push(k, grads[k], priority=-k)
+            kv.pull(k, out=bufs[k], priority=-k)
+    iterations.append({"total_s": time.perf_counter() - start, "wait_s": wait})
+mx.nd.waitall()
+json.dump({"rank": kv.rank, "iterations": iterations, "mxnet": mx.__version__},
+          open(sys.argv[2], "w"))
+"""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run of one system on one configuration."""
+
+    shape: str
+    system: str
+    repeat: int
+    samples_per_s: float
+    mean_iteration_s: float
+    host_copy_s: float  # per iteration, replayed by realrun's worker only (module docstring)
+    wall_s: float
+    load_average_1min: float
+
+
+def planned_shapes(labels: list[str] | None) -> list[PlannedRun]:
+    runs = [r for r in load_campaign(CAMPAIGN, repeats=1).runs]
+    chosen = [r for r in runs if labels is None or r.name.removesuffix("__r1") in labels]
+    if labels is not None and len(chosen) != len(labels):
+        known = ", ".join(r.name.removesuffix("__r1") for r in runs)
+        raise SystemExit(f"--shapes: unknown label among {labels}; known: {known}")
+    return chosen
+
+
+def run_realrun(run: PlannedRun, out_dir: Path, repeat: int) -> Measurement:
+    label = run.name.removesuffix("__r1")
+    out = out_dir / f"{label}-realrun-{repeat}.json"
+    argv = [sys.executable, "-m", "realrun", "run", run.scenario, "--launcher", "netns"]
+    for o in run.overrides:
+        argv += ["--set", o]
+    t0, load = time.monotonic(), os.getloadavg()[0]
+    subprocess.run(
+        [*argv, "-o", str(out), "--no-progress"],
+        check=True,
+        cwd=ROOT,
+        timeout=RUN_LIMIT_S,
+        stdout=subprocess.DEVNULL,
+    )
+    record = json.loads(out.read_text())
+    if not record.get("valid", False):
+        raise RuntimeError(f"{label}: realrun's run is invalid: {record.get('invalid_reason')}")
+    scenario = load_scenario(run.scenario, list(run.overrides))
+    device = emulated_device(scenario, 0)
+    summary = record["summary"]
+    return Measurement(
+        label,
+        "realrun",
+        repeat,
+        summary["samples_per_s"],
+        summary["mean_iteration_s"],
+        (sum(device.reduce_s) + sum(device.broadcast_s)) / device.dilation,
+        time.monotonic() - t0,
+        load,
+    )
+
+
+def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measurement:
+    label = run.name.removesuffix("__r1")
+    scenario = load_scenario(run.scenario, list(run.overrides))
+    lay = layout(scenario)
+    workers, servers = len(lay.worker_hosts), len(lay.server_hosts)
+    sim = scenario.simulation
+    iterations = sim.warmup_iterations + sim.measured_iterations
+    opt = scenario.training.optimizer
+    total_gpus = sum(lay.gpus_of(r) for r in range(workers))
+    t0, load = time.monotonic(), os.getloadavg()[0]
+    work = Path(tempfile.mkdtemp(prefix=f"mx-{label}-", dir=out_dir))
+    plans = []
+    for rank in range(workers):
+        d = emulated_device(scenario, rank)
+        plan = {
+            "mode": scenario.kvstore.mode,
+            "seed": sim.seed,
+            "elements": list(d.key_elements),
+            "layer_keys": [list(k) for k in d.layer_keys],
+            "forward_s": list(d.forward_s),
+            "backward_s": list(d.backward_s),
+            "iterations": iterations,
+            "optimizer": {
+                "learning_rate": opt.learning_rate,
+                "momentum": opt.momentum,
+                "weight_decay": opt.weight_decay,
+                "rescale_grad": 1.0 / total_gpus,
+            },
+        }
+        path = work / f"plan-{rank}.json"
+        path.write_text(json.dumps(plan))
+        plans.append((path, d))
+    with NetnsLauncher(scenario) as launcher:
+        base = {
+            "DMLC_PS_ROOT_URI": launcher.scheduler_host,
+            "DMLC_PS_ROOT_PORT": "9091",
+            "DMLC_NUM_SERVER": str(servers),
+            "DMLC_NUM_WORKER": str(workers),
+            "MXNET_KVSTORE_BIGARRAY_BOUND": str(scenario.kvstore.bigarray_bound),
+            "OMP_NUM_THREADS": "1",
+        }
+        procs = [
+            launcher.start(
+                "scheduler",
+                0,
+                [python, "-c", "import mxnet"],
+                {**base, "DMLC_ROLE": "scheduler", "DMLC_NODE_HOST": launcher.scheduler_host},
+            )
+        ]
+        for i in range(servers):
+            host = launcher.host_of("server", i)
+            env = {**base, "DMLC_ROLE": "server", "DMLC_NODE_HOST": host}
+            procs.append(launcher.start("server", i, [python, "-c", "import mxnet"], env))
+        workers_p = []
+        for rank, (plan, _) in enumerate(plans):
+            host = launcher.host_of("worker", rank)
+            env = {**base, "DMLC_ROLE": "worker", "DMLC_NODE_HOST": host}
+            argv = [python, "-c", MXNET_WORKER, str(plan), str(work / f"out-{rank}.json")]
+            p = launcher.start("worker", rank, argv, env)
+            workers_p.append(p)
+            procs.append(p)
+        try:
+            for p in workers_p:
+                if p.wait(RUN_LIMIT_S) is None:
+                    raise TimeoutError(f"{label}: an MXNet worker did not finish")
+                if p.poll() != 0:
+                    raise RuntimeError(f"{label}: an MXNet worker exited {p.poll()}")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.signal_group(15)
+                    p.wait(5)
+    per_worker, means = [], []
+    for rank in range(workers):
+        result = json.loads((work / f"out-{rank}.json").read_text())
+        d = scenario.realrun.dilation  # emulated seconds, as realrun.records.record.summarize
+        measured = [i["total_s"] / d for i in result["iterations"][sim.warmup_iterations :]]
+        mean = statistics.fmean(measured)
+        means.append(mean)
+        per_worker.append(scenario.training.batch_per_gpu * lay.gpus_of(rank) / mean)
+    device = plans[0][1]
+    return Measurement(
+        label,
+        "mxnet",
+        repeat,
+        sum(per_worker),
+        statistics.fmean(means),
+        (sum(device.reduce_s) + sum(device.broadcast_s)) / device.dilation,
+        time.monotonic() - t0,
+        load,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mxnet-python", required=True, help="an interpreter with mxnet 1.9.1")
+    parser.add_argument("--shapes", nargs="+", help="campaign labels (default: every one)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--csv", help="write every measurement to this CSV file")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_mxnet_emulated: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    if not Path(args.mxnet_python).exists():
+        print(f"--mxnet-python {args.mxnet_python}: no such file", file=sys.stderr)
+        return 2
+    rows: list[Measurement] = []
+    out_dir = Path(tempfile.mkdtemp(prefix="bench-mxnet-emulated-"))
+    for run in planned_shapes(args.shapes):
+        for repeat in range(1, args.repeats + 1):
+            order = ("mxnet", "realrun") if repeat % 2 else ("realrun", "mxnet")
+            for system in order:
+                m = (
+                    run_mxnet(run, args.mxnet_python, out_dir, repeat)
+                    if system == "mxnet"
+                    else run_realrun(run, out_dir, repeat)
+                )
+                rows.append(m)
+                print(
+                    f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
+                    f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f})",
+                    flush=True,
+                )
+    print(f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6}   (medians of repeats)")
+    for shape in dict.fromkeys(m.shape for m in rows):
+        rr = statistics.median(
+            m.samples_per_s for m in rows if m.shape == shape and m.system == "realrun"
+        )
+        mx = statistics.median(
+            m.samples_per_s for m in rows if m.shape == shape and m.system == "mxnet"
+        )
+        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
+            w.writeheader()
+            for m in rows:
+                w.writerow(asdict(m))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
