@@ -5,13 +5,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from realrun.run import LAUNCHERS
 from simscale.lifetime import interrupted_exit_code, stop_on_signals
 from simscale.report.outputs import check_writable, refuse_overwrite
 from simscale.spec.config import positive_seconds
+
+if TYPE_CHECKING:
+    from realrun.records.record import RunRecord
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +152,16 @@ def _run(args: argparse.Namespace) -> int:
     except (ScenarioError, ValueError, OSError, NetnsUnavailable) as e:
         print(f"realrun: {e}", file=sys.stderr)
         return 2
+    try:
+        return _report(record, out)
+    except BrokenPipeError:
+        # Whoever read our output went away; the record and its log are written all the same.
+        _silence()
+        return 0 if record.complete and record.valid else 1
+
+
+def _report(record: RunRecord, out: Path) -> int:
+    """Say how the run went (one line, or the failure on stderr) and return the exit code."""
     if not record.complete:
         print(f"realrun: run failed: {record.error} (partial record in {out})", file=sys.stderr)
         return interrupted_exit_code() if (record.error or "").startswith("interrupted") else 1
@@ -166,6 +182,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"realrun: record marked invalid: {record.invalid_reason}", file=sys.stderr)
         return 3
     return 0
+
+
+def _silence() -> None:
+    """Point stdout and stderr at /dev/null, so that Python's flush at exit does not report
+    the same broken pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # no real file behind it
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def _campaign(args: argparse.Namespace) -> int:

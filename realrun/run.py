@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from realrun.launching.launch import Launcher
+from realrun.launching.output_log import StderrLog, log_path
 from realrun.records.record import RunRecord, write_record
 from realrun.records.timeline import merge, trace_path, write_measured
 from simscale.report.outputs import timestamped
@@ -141,8 +142,9 @@ def run_scenario(
     trace: str | Path | None = None,
 ) -> tuple[RunRecord, Path]:
     """Run once and write the record (default: a new ``runs/local/NAME-TIME.json``, see
-    ``default_record_path``); never raises for a failed job (the record says), only for one
-    that could not start. With ``trace`` (or ``$REALRUN_TRACE_DIR``) a run with real
+    ``default_record_path``) and, beside it, the log of everything the launcher and its nodes
+    wrote to stderr (``NAME-TIME.log``); never raises for a failed job (the record says), only
+    for one that could not start. With ``trace`` (or ``$REALRUN_TRACE_DIR``) a run with real
     compute also writes its measured timeline."""
     from realrun.allreduce.job import AllreduceJob
     from realrun.launching.job import Job
@@ -153,12 +155,24 @@ def run_scenario(
     check_runnable(scenario, options)
     out = Path(output) if output else default_record_path(scenario, overrides)
     timeline = trace_path(trace, out)
-    with open_launcher(scenario, options) as launcher:
+    log = log_path(out)
+    # Every line the launcher and its nodes write goes to the log file too, and a reader of
+    # stderr that goes away can no longer end the job (realrun.launching.output_log).
+    with StderrLog(log) as output, open_launcher(scenario, options) as launcher:
         job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
-        job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
+        job = job_class(
+            path,
+            launcher,
+            list(overrides),
+            progress=progress,
+            timeout_s=timeout_s,
+            progress_stream=output.console,
+        )
         job.tracing = timeline is not None
         record = job.run()
         record = with_launcher_findings(record, launcher, scenario)
+    env = {**record.environment, "log": str(log)}
+    record = dataclasses.replace(record, environment=env)
     write_record(record, out)
     spans = merge(job.state.traces)
     if timeline is not None and spans:

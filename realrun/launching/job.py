@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from realrun.auth import MAC_VARIABLE, parse_mode
 from realrun.launching.launch import Launcher, NodeProcess, node_command
@@ -91,6 +91,7 @@ class Job:
         timeout_s: float | None = None,
         heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        progress_stream: TextIO | None = None,
     ) -> None:
         self.scenario_path = scenario_path
         self.overrides = tuple(overrides)
@@ -103,7 +104,9 @@ class Job:
         sim = self.scenario.simulation
         self.iterations = sim.warmup_iterations + sim.measured_iterations
         self.progress = (
-            Progress(self.num_workers * self.iterations, self.scenario.name) if progress else None
+            Progress(self.num_workers * self.iterations, self.scenario.name, progress_stream)
+            if progress
+            else None
         )
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.start_timeout_s = start_timeout_s

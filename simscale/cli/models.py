@@ -31,10 +31,12 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'model':<15} {'arrays':>6} {'parameters':>13} {'MB fp32':>9} {'GFLOPs/sample':>14}")
+    # As wide as the longest name, so every row lines up whatever the zoo holds.
+    w = max(len("model"), *(len(r["name"]) for r in rows))
+    print(f"{'model':<{w}} {'arrays':>6} {'parameters':>13} {'MB fp32':>9} {'GFLOPs/sample':>14}")
     for r in rows:
         print(
-            f"{r['name']:<15} {r['arrays']:>6} {r['parameters']:>13,} {r['mb_fp32']:>9.1f} "
+            f"{r['name']:<{w}} {r['arrays']:>6} {r['parameters']:>13,} {r['mb_fp32']:>9.1f} "
             f"{r['gflops_per_sample']:>14.2f}"
         )
     print("GFLOPs: forward pass per sample, multiply-add = 2 FLOPs; backward is modelled as 2x.")
