@@ -28,9 +28,21 @@ from simscale.spec.costs import CostModel
 from simscale.spec.scenario import DIST_MODES, Scenario, scenario_from_dict
 
 PUBLISHED_DIR = Path(__file__).parent / "published"
-METRICS = ("scaling_efficiency", "throughput_samples_per_s")
-Metric = Literal["scaling_efficiency", "throughput_samples_per_s"]
-System = Literal["ps", "allreduce", "single"]
+# The transformer set (PyTorch DDP, ZeRO and FSDP on A100/H100 hosts), judged as a group of its
+# own: a subfolder, so that the convolutional set's files, fits and golden values stay as they are.
+TRANSFORMERS_DIR = PUBLISHED_DIR / "transformers"
+# Tokens per second (the whole job's, or one GPU's) are kept as the source prints them and turned
+# into samples (sequences) per second on loading: value / seq_len (x GPUs for the per-GPU figure).
+TOKEN_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu")
+METRICS = ("scaling_efficiency", "throughput_samples_per_s", *TOKEN_METRICS)
+Metric = Literal[
+    "scaling_efficiency",
+    "throughput_samples_per_s",
+    "throughput_tokens_per_s",
+    "throughput_tokens_per_s_per_gpu",
+]
+# ddp: PyTorch DistributedDataParallel; zero: ZeRO stages 1-3 and FSDP (kvstore.mode zero).
+System = Literal["ps", "allreduce", "single", "ddp", "zero"]
 ReadFrom = Literal["table", "text", "chart"]
 # A published scaling efficiency above this is a typo, not super-linear scaling.
 MAX_EFFICIENCY = 1.5
@@ -129,6 +141,9 @@ class PublishedPoint:
     baseline: PublishedPoint | None = None
     path: str = ""
     unmodelled: str = ""  # judged, never fitted (PointEntry.unmodelled)
+    # The figure and metric as the source prints them, where the loader converted tokens/s.
+    stated: float | None = None
+    stated_metric: str = ""
 
     @property
     def efficiency(self) -> float | None:
@@ -154,6 +169,11 @@ def load_published(paths: Sequence[Path] | None = None) -> list[PublishedPoint]:
         ids[entry.id] = Path(f)
         points.extend(_points_of(Path(f), entry))
     return points
+
+
+def load_transformers() -> list[PublishedPoint]:
+    """Every point of the transformer set (``calibration/published/transformers``)."""
+    return load_published(sorted(TRANSFORMERS_DIR.glob("*.yaml")))
 
 
 def _read_file(path: Path) -> SourceFile:
@@ -185,6 +205,9 @@ def _points_of(path: Path, entry: SourceFile) -> list[PublishedPoint]:
         metric = p.metric or entry.metric
         system = p.system or entry.system
         _check_system(where, system, scenario)
+        value, stated = p.value, None
+        if metric in TOKEN_METRICS:
+            value, stated = _samples_per_s(where, metric, p.value, scenario), p.value
         if metric == "scaling_efficiency" and p.value > MAX_EFFICIENCY:
             raise CalibrationError(
                 f"{where}.value: got {p.value}, expected a scaling efficiency <= {MAX_EFFICIENCY}"
@@ -195,8 +218,8 @@ def _points_of(path: Path, entry: SourceFile) -> list[PublishedPoint]:
             source=entry.id,
             campaign=entry.campaign,
             name=p.name,
-            metric=metric,
-            value=p.value,
+            metric="throughput_samples_per_s" if stated is not None else metric,
+            value=value,
             scenario=scenario,
             system=system,
             framework=entry.framework,
@@ -208,8 +231,22 @@ def _points_of(path: Path, entry: SourceFile) -> list[PublishedPoint]:
             baseline=baseline,
             path=str(path),
             unmodelled=p.unmodelled,
+            stated=stated,
+            stated_metric=metric if stated is not None else "",
         )
     return list(by_name.values())
+
+
+def _samples_per_s(where: str, metric: str, tokens_per_s: float, s: Scenario) -> float:
+    """A published tokens/s figure as sequences/s: tokens / seq_len (x GPUs if per GPU)."""
+    seq_len = s.model_spec().seq_len
+    if not seq_len:
+        raise CalibrationError(
+            f"{where}.value: {metric} for {s.model_spec().name!r}, which has no seq_len; "
+            "expected a sequence model"
+        )
+    gpus = s.num_gpus if metric == "throughput_tokens_per_s_per_gpu" else 1
+    return tokens_per_s * gpus / seq_len
 
 
 def _check_system(where: str, system: str, s: Scenario) -> None:
@@ -221,6 +258,8 @@ def _check_system(where: str, system: str, s: Scenario) -> None:
         raise CalibrationError(
             f"{where}.system: 'ps' but kvstore.mode is {mode!r}, expected one of {DIST_MODES}"
         )
+    if system in ("ddp", "zero") and mode != system:
+        raise CalibrationError(f"{where}.system: {system!r} but kvstore.mode is {mode!r}")
     if system == "allreduce" and mode not in ("allreduce", "device"):
         raise CalibrationError(
             f"{where}.system: 'allreduce' but kvstore.mode is {mode!r}, "
@@ -238,7 +277,9 @@ def _baseline(
         raise CalibrationError(
             f"{where}.baseline: {p.baseline!r} is not an earlier point of this file"
         )
-    if metric != "throughput_samples_per_s" or b.metric != "throughput_samples_per_s":
+    if metric not in ("throughput_samples_per_s", *TOKEN_METRICS) or b.metric != (
+        "throughput_samples_per_s"
+    ):
         raise CalibrationError(f"{where}.baseline: expected throughput points on both sides")
     if b.gpus != 1:
         raise CalibrationError(

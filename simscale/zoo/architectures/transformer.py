@@ -29,7 +29,7 @@ logits, s·V fp32 values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simscale.zoo.registry import register_sequence
 from simscale.zoo.spec import Layer, ModelSpec, ParamArray
@@ -152,6 +152,52 @@ def _register_gpt2(name: str, card: str, config: GPT2Config) -> None:
 
 for _name, (_card, _config) in GPT2_SIZES.items():
     _register_gpt2(_name, _card, _config)
+
+
+# ---- MPT (MosaicML llm-foundry) ---------------------------------------------------------------
+
+# llm-foundry's MPT as its training benchmarks ran it (scripts/train/yamls/pretrain/mpt-*.yaml at
+# 5e85bd62, January 2024): the MPTConfig defaults of then (biases on, LayerNorm with bias,
+# learned position embeddings of max_seq_len rows, LM head tied to the embedding) and vocabulary
+# 50,368. That is GPT2LMHeadModel's array layout with another vocabulary, and position rows as
+# many as the run's seq_len: the benchmarks set max_seq_len to it, so NumParams in their tables
+# grows with seq_len (125m: 125,311,488 at 2,048, 124,525,056 at 1,024). (d_model, layers, heads)
+MPT_SIZES = {
+    "mpt_125m": (768, 12, 12),
+    "mpt_350m": (1024, 24, 16),
+    "mpt_760m": (1536, 24, 12),
+    "mpt_1b": (2048, 24, 16),
+    "mpt_3b": (2560, 32, 20),
+    "mpt_7b": (4096, 32, 32),
+    "mpt_13b": (5120, 40, 40),
+}
+MPT_VOCAB = 50368
+MPT_MAX_SEQ_LEN = 65536  # the longest seq_len in llm-foundry's benchmark tables
+MPT_SOURCE = (
+    "llm-foundry MPT, scripts/train/yamls/pretrain/mpt-{size}.yaml at 5e85bd62 "
+    "(biases, learned positions of max_seq_len = seq_len rows, LM head tied to wte)"
+)
+
+
+def _register_mpt(name: str, d_model: int, layers: int, heads: int) -> None:
+    @register_sequence(name, 2048)  # the yamls' max_seq_len
+    def build(seq_len: int) -> ModelSpec:
+        _check_seq_len(name, seq_len, MPT_MAX_SEQ_LEN)
+        config = GPT2Config(d_model, layers, heads, MPT_VOCAB, positions=seq_len)
+        spec = gpt2(name, "", config, seq_len)
+        # attn_impl triton: flash attention keeps no s x s scores for backward, so a block
+        # stores Korthikanti's 34·s·d bytes alone (the 5·a·s² term is what it recomputes).
+        units = tuple(
+            replace(layer, activation_bytes=BYTES_PER_BLOCK_TOKEN * seq_len * d_model)
+            if ".h." in layer.name
+            else layer
+            for layer in spec.layers
+        )
+        return ModelSpec(name, units, MPT_SOURCE.format(size=name[4:]), seq_len=seq_len)
+
+
+for _name, (_d, _layers, _heads) in MPT_SIZES.items():
+    _register_mpt(_name, _d, _layers, _heads)
 
 
 # ---- BERT ------------------------------------------------------------------------------------

@@ -97,3 +97,26 @@ def test_blocks_store_activations_as_korthikanti_et_al_count_them() -> None:
     # s·d·34 + 5·a·s² bytes per block per sequence at 16-bit activations.
     block = zoo.get("gpt2", 1024).layers[1]
     assert block.activation_bytes == 34 * 1024 * 768 + 5 * 12 * 1024 * 1024
+
+
+# NumParams as llm-foundry's training benchmark tables print it (scripts/train/benchmarking/
+# README.md at 49521837): the model's own count, which grows with seq_len (position rows).
+MPT_TABLE_PARAMS = {
+    ("mpt_125m", 2048): 125_311_488,
+    ("mpt_125m", 65536): 174_070_272,
+    ("mpt_350m", 2048): 355_985_408,
+    ("mpt_760m", 2048): 760_470_528,
+    ("mpt_1b", 1024): 1_313_853_440,
+    ("mpt_1b", 2048): 1_315_950_592,
+    ("mpt_3b", 2048): 2_651_837_440,
+    ("mpt_7b", 2048): 6_658_859_008,
+    ("mpt_13b", 2048): 12_853_954_560,
+}
+
+
+@pytest.mark.parametrize(("key", "params"), MPT_TABLE_PARAMS.items())
+def test_mpt_parameter_count_equals_llm_foundry_benchmark_tables(
+    key: tuple[str, int], params: int
+) -> None:
+    name, seq_len = key
+    assert zoo.get(name, seq_len).params == params
