@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +38,7 @@ from realrun.emulated.shaping import (
     link_shape,
     tc_commands,
 )
+from tests.support.system import needs_netns
 
 # -- sizing rules and naming (no privileges needed) -------------------------------------------
 
@@ -191,26 +191,6 @@ def test_delay_wire_holds_each_frame_for_the_delay_in_both_directions() -> None:
 # -- real namespaces (root) -------------------------------------------------------------------
 
 
-def _netns_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
-    if missing:
-        return f"needs iproute2: {', '.join(missing)} not on PATH"
-    if not Path("/dev/net/tun").exists():
-        return "needs /dev/net/tun (CONFIG_TUN)"
-    return None
-
-
-_SKIP_REASON = _netns_skip_reason()
-needs_netns = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
-
-
-def _root_links() -> set[str]:
-    out = netns.run_command(["ip", "-o", "link", "show"])
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
-
-
 def _processes_mentioning(text: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -227,14 +207,6 @@ def _processes_mentioning(text: str) -> list[int]:
 def _assert_gone(prefix: str) -> None:
     assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
     assert _processes_mentioning(prefix) == []
-
-
-@pytest.fixture
-def root_untouched() -> Iterator[None]:
-    """Every netns test must leave the root namespace's interfaces exactly as it found them."""
-    before = _root_links()
-    yield
-    assert _root_links() == before
 
 
 @pytest.fixture
