@@ -384,6 +384,19 @@ def test_no_function_in_simscale_is_longer_than_a_screen() -> None:
     assert not gone, f"no such function any more, remove from LONG_FUNCTIONS_ALLOWED: {gone}"
 
 
+def test_a_test_module_imports_no_other_test_module() -> None:
+    # Shared helpers live in tests/support (and fixtures in tests/conftest.py), so that running
+    # one test file never runs, or depends on the layout of, another.
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            for target in _imported_names(name, path.name == "__init__.py", node):
+                if target.startswith("tests.") and not target.startswith("tests.support"):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {target}")
+    assert not bad, "move what is shared to tests/support:\n" + "\n".join(bad)
+
+
 def test_no_cycle_between_packages() -> None:
     bad = [c.explain() for c in package_cycles() if not c.known()]
     assert not bad, "packages import each other in a circle:\n" + "\n".join(bad)

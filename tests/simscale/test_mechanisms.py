@@ -18,7 +18,7 @@ from simscale.spec.costs import REAL_HARDWARE_COSTS, CostModel, real_hardware_co
 from simscale.spec.hardware import GPUS, INSTANCES
 from simscale.spec.scenario import scenario_from_dict
 from simscale.zoo import Layer, ModelSpec, ParamArray
-from tests.simscale.test_simulator import NETWORK_ONLY
+from tests.support.costs import NETWORK_ONLY
 
 TWO_LAYERS = ModelSpec(
     "two-layers",

@@ -13,17 +13,8 @@ from simscale.cli import main
 from simscale.simulator import Simulation, simulate
 from simscale.spec.costs import CostModel
 from simscale.spec.scenario import Scenario, load_scenario, scenario_from_dict
+from tests.support.costs import NETWORK_ONLY
 from tests.support.paths import ROOT
-
-# Only the network costs anything: no software overheads, the whole line rate usable. This is the
-# world the analytic bounds of domain.md describe.
-NETWORK_ONLY = CostModel(
-    bandwidth_factor=1.0,
-    message_overhead_us=0.0,
-    server_merge_ns_per_byte=0.0,
-    server_update_ns_per_byte=0.0,
-    server_request_us=0.0,
-)
 
 
 def comm_bound(

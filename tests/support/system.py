@@ -22,8 +22,9 @@ from realrun.run import LaunchOptions
 def netns_skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root to create network namespaces"
-    if any(shutil.which(tool) is None for tool in ("ip", "tc")):
-        return "needs iproute2 (ip, tc)"
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        return f"needs iproute2: {', '.join(missing)} not on PATH"
     if not Path("/dev/net/tun").exists():
         return "needs /dev/net/tun (CONFIG_TUN)"
     return None

@@ -6,25 +6,26 @@ on 127.0.0.1, so the test needs neither subprocesses nor a GPU and takes a few s
 
 from __future__ import annotations
 
-import datetime
-import threading
-
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from realrun.allreduce.fusion import agreed_order, fuse
 from realrun.allreduce.layout import RankSlot, process_layout
-from realrun.allreduce.trainer import AllreducePlan, AllreduceTrainer, sgd_step
+from realrun.allreduce.trainer import sgd_step
 from realrun.ps.optimizer import SGD
 from realrun.training import torch_models
 from realrun.training.overlap import batch_seed
-from simscale.spec.scenario import scenario_from_dict
-
-LR, MOMENTUM, WD = 0.05, 0.9, 1e-3
-BATCH, ITERATIONS, SEED = 8, 4, 3
-JOIN_LIMIT_S = 60.0
+from tests.support.training import (
+    BATCH,
+    ITERATIONS,
+    LR,
+    MOMENTUM,
+    SEED,
+    WD,
+    train_in_threads,
+)
+from tests.support.training import allreduce_scenario as scenario
 
 
 def reference_weights(hosts: int, gpus: int) -> list[np.ndarray]:
@@ -48,64 +49,6 @@ def reference_weights(hosts: int, gpus: int) -> list[np.ndarray]:
             p.grad = s / (hosts * gpus)
         opt.step()
     return [p.detach().numpy().copy() for p in model.parameters()]
-
-
-def scenario(hosts: int, gpus: int, algorithm: str):
-    return scenario_from_dict(
-        {
-            "cluster": {
-                "hosts": [{"count": hosts, "gpus_per_host": gpus, "gpu": "cpu", "nic_gbps": 10}]
-            },
-            "model": {"name": "mlp"},
-            "training": {"batch_per_gpu": BATCH},
-            "kvstore": {"mode": "allreduce", "allreduce": {"algorithm": algorithm}},
-        }
-    )
-
-
-def train_in_threads(
-    hosts: int, gpus: int, algorithm: str, fusion_bytes: float, cycle_s: float
-) -> list[tuple[AllreduceTrainer, list]]:
-    """Every rank of the scenario's layout trains in its own thread; results in rank order."""
-    slots = process_layout(scenario(hosts, gpus, algorithm))
-    timeout = datetime.timedelta(seconds=30)
-    store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=timeout, wait_for_workers=False)
-    results: dict[int, tuple[AllreduceTrainer, list]] = {}
-    errors: list[BaseException] = []
-
-    def run(slot: RankSlot) -> None:
-        try:
-            client = dist.TCPStore("127.0.0.1", store.port, None, False, timeout=timeout)
-            group = dist.ProcessGroupGloo(
-                dist.PrefixStore("pg", client), slot.rank, len(slots), timeout
-            )
-            plan = AllreducePlan(
-                "mlp",
-                BATCH,
-                slot.host,
-                slot.first_replica,
-                slot.replicas,
-                ITERATIONS,
-                SEED,
-                SGD(LR, MOMENTUM, WD, rescale_grad=1.0 / (hosts * gpus)),
-                fusion_bytes,
-                cycle_s,
-                algorithm,
-                device="cpu",
-            )
-            trainer = AllreduceTrainer(group, slot.rank, plan, torch_models)
-            results[slot.rank] = (trainer, trainer.run())
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in slots]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_LIMIT_S)
-    assert not errors, errors
-    assert len(results) == len(slots), "a rank did not finish"
-    return [results[r] for r in range(len(slots))]
 
 
 # mlp: fc1.weight 1.6 MB, fc1.bias 2 KB, fc2.weight 20 KB, fc2.bias 40 B. A 0.1 MB threshold

@@ -17,10 +17,10 @@ from realrun.allreduce.coordinator import Coordinator
 from realrun.allreduce.job import AllreduceJob
 from realrun.auth import SECRET_VARIABLE
 from realrun.launching.local_launcher import LocalLauncher
-from tests.realrun.allreduce.test_job import SCENARIO
-from tests.support.paths import SUPPORT
+from tests.support.paths import SCENARIOS, SUPPORT
 from tests.support.system import gone
 
+SCENARIO = str(SCENARIOS / "cpu-2x2-allreduce.yaml")
 STRANGER = str(SUPPORT / "allreduce_stranger.py")
 
 

@@ -347,7 +347,8 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
     rate = 100e6 / 8
     bound_s = max(model_bytes / rate, 2 * model_bytes / (servers * rate))
     assert bound_s == pytest.approx(2.56 / servers)
-    ratios = []
+    ratios: list[float] = []
+    verdicts: list[str] = []
     for attempt in range(3):
         record, _ = run_scenario(
             scenario,
@@ -366,9 +367,14 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
             f"{bound_s:.3f} s, ratio {ratios[-1]:.3f}, load {record.environment['machine_load']}"
         )
         assert bound_s <= measured_s * 1.02  # never faster than the wire allows (2%: HTB burst)
+        verdicts.append(record.invalid_reason if not record.valid else "")
         if ratios[-1] <= 1.15 and record.valid:
             break
-    assert min(ratios) <= 1.15, ratios
+    if min(ratios) > 1.15 and all(verdicts):
+        # Every run was judged by the machine-load verdict: this machine, not the code, was
+        # the bottleneck (another program held the cores). A valid run that misses fails.
+        pytest.skip(f"every run invalid on this machine's load: {verdicts}; ratios {ratios}")
+    assert min(ratios) <= 1.15, (ratios, verdicts)
     assert record.valid, record.invalid_reason
     env = record.environment
     assert env["workers"]["0"]["compute"] == "emulated"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +38,8 @@ from realrun.emulated.shaping import (
     link_shape,
     tc_commands,
 )
+from tests.support.load import CpuWindow, within
+from tests.support.system import needs_netns
 
 # -- sizing rules and naming (no privileges needed) -------------------------------------------
 
@@ -151,9 +152,9 @@ def test_without_root_the_error_says_what_to_do(monkeypatch: pytest.MonkeyPatch)
     cluster.close()  # never started: a no-op, not an error
 
 
-def test_delay_wire_holds_each_frame_for_the_delay_in_both_directions() -> None:
-    """Frames through the wire arrive whole, in order, no sooner than the delay after sending."""
-    delay_s = 0.02
+def _through_delay_wire(delay_s: float) -> tuple[list[bytes], bytes, float, float, int]:
+    """Three frames one way and a reply the other through a DelayWire: what arrived, and the
+    seconds from sending until the three frames, then the reply, were received."""
     host_end, wire_a = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     switch_end, wire_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     stop_r, stop_w = os.pipe()
@@ -181,34 +182,28 @@ def test_delay_wire_holds_each_frame_for_the_delay_in_both_directions() -> None:
         os.close(stop_r)
         os.close(stop_w)
     assert not thread.is_alive()
-    assert got == [b"first", b"second", b"third"]
-    assert reply == b"reply"
-    assert delay_s <= forward_s < delay_s + 0.015  # generous: a loaded CI box wakes late
-    assert delay_s <= both_s < delay_s + 0.015
-    assert wire.frames_carried == 4
+    return got, reply, forward_s, both_s, wire.frames_carried
+
+
+def test_delay_wire_holds_each_frame_for_the_delay_in_both_directions() -> None:
+    """Frames through the wire arrive whole, in order, never sooner than the delay after
+    sending, and soon after it: within 15 ms late in one of three tries (a loaded machine
+    wakes the wire's thread late; a miss on a saturated machine skips, naming the load)."""
+    delay_s, late_s = 0.02, 0.015
+    window = CpuWindow()
+    with window:
+        for _ in range(3):
+            got, reply, forward_s, both_s, carried = _through_delay_wire(delay_s)
+            assert got == [b"first", b"second", b"third"]
+            assert reply == b"reply"
+            assert carried == 4
+            assert delay_s <= forward_s and delay_s <= both_s  # never early, loaded or not
+            if both_s < delay_s + late_s:
+                break
+    within(both_s - delay_s, late_s, window, "the last frame after the delay")
 
 
 # -- real namespaces (root) -------------------------------------------------------------------
-
-
-def _netns_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to create network namespaces"
-    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
-    if missing:
-        return f"needs iproute2: {', '.join(missing)} not on PATH"
-    if not Path("/dev/net/tun").exists():
-        return "needs /dev/net/tun (CONFIG_TUN)"
-    return None
-
-
-_SKIP_REASON = _netns_skip_reason()
-needs_netns = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
-
-
-def _root_links() -> set[str]:
-    out = netns.run_command(["ip", "-o", "link", "show"])
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -227,14 +222,6 @@ def _processes_mentioning(text: str) -> list[int]:
 def _assert_gone(prefix: str) -> None:
     assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
     assert _processes_mentioning(prefix) == []
-
-
-@pytest.fixture
-def root_untouched() -> Iterator[None]:
-    """Every netns test must leave the root namespace's interfaces exactly as it found them."""
-    before = _root_links()
-    yield
-    assert _root_links() == before
 
 
 @pytest.fixture

@@ -7,21 +7,24 @@ import pytest
 import torch
 
 from realrun.ps.kv_worker import KVWorker
-from realrun.ps.optimizer import SGD
 from realrun.training import torch_models
 from realrun.training.overlap import batch_seed
-from realrun.training.worker_loop import Trainer, TrainPlan
+from realrun.training.worker_loop import Trainer
 from tests.support.realrun_inprocess import InProcessJob
+from tests.support.training import (
+    BATCH,
+    ITERATIONS,
+    LR,
+    MOMENTUM,
+    PS_WORKERS,
+    SEED,
+    WD,
+)
+from tests.support.training import ps_plan as plan
 
-WORKERS, SERVERS = 2, 2
-LR, MOMENTUM, WD = 0.05, 0.9, 1e-3
-BATCH, ITERATIONS, SEED = 8, 4, 3
+SERVERS = 2
+WORKERS = PS_WORKERS
 BOUND = 100_000  # fc1.weight (401,408 elements) is split over both servers, the rest is not
-
-
-def plan(gpus: int) -> TrainPlan:
-    optimizer = SGD(LR, MOMENTUM, WD, rescale_grad=1.0 / (WORKERS * gpus))
-    return TrainPlan("mlp", BATCH, gpus, ITERATIONS, SEED, True, optimizer)
 
 
 def reference_weights(gpus: int) -> list[np.ndarray]:

@@ -17,6 +17,7 @@ import pytest
 
 from realrun.launching.launch import child_environ
 from simscale.lifetime import PARENT_POLL_S
+from tests.support.load import CpuWindow, within
 from tests.support.paths import ROOT
 
 DATASET = ROOT / "runs" / "emulated-v2"
@@ -50,13 +51,15 @@ def _alive(pids: set[int]) -> set[int]:
     return alive
 
 
-def _wait_gone(pids: set[int], limit_s: float) -> float:
+def _wait_gone(pids: set[int], limit_s: float, window: CpuWindow) -> float:
+    """Seconds until every one of ``pids`` has ended; over ``limit_s`` fails, or skips when
+    ``window`` (opened before the signal) saw this machine saturated."""
     t0 = time.monotonic()
     while _alive(pids) and time.monotonic() - t0 < 30:
         time.sleep(0.05)
     took = time.monotonic() - t0
     assert not _alive(pids), f"still running after 30 s: {_alive(pids)}"
-    assert took < limit_s, f"children took {took:.2f} s to end"
+    within(took, limit_s, window, "the children ending")
     return took
 
 
@@ -87,6 +90,7 @@ def test_validate_stops_its_folds_on_a_signal(sig: int, code: int) -> None:
         _wait_for(lambda: len(_children(proc.pid)) >= 2)
         time.sleep(1.0)  # the folds are fitting now
         children = _children(proc.pid)
+        window = CpuWindow()
         proc.send_signal(sig)
         proc.wait(30)
         _, err = proc.communicate()
@@ -95,7 +99,7 @@ def test_validate_stops_its_folds_on_a_signal(sig: int, code: int) -> None:
             proc.kill()
     assert proc.returncode == code, err
     assert "Traceback" not in err, err
-    _wait_gone(children, GONE_WITHIN_S)
+    _wait_gone(children, GONE_WITHIN_S, window)
 
 
 @pytest.mark.slow
@@ -106,13 +110,14 @@ def test_validate_folds_end_when_validate_is_killed() -> None:
         _wait_for(lambda: len(_children(proc.pid)) >= 2)
         time.sleep(1.0)
         children = _children(proc.pid)
+        window = CpuWindow()
         proc.kill()
         proc.wait(10)
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.stderr.close()
-    _wait_gone(children, GONE_WITHIN_S)
+    _wait_gone(children, GONE_WITHIN_S, window)
 
 
 @pytest.mark.slow
@@ -144,9 +149,10 @@ def test_a_killed_launchers_nodes_end_within_seconds_without_a_traceback(tmp_pat
         _wait_for(lambda: len(_children(proc.pid)) >= 5)  # scheduler, 2 servers, 2 workers
         time.sleep(2.0)
         nodes = _children(proc.pid)
+        window = CpuWindow()
         proc.kill()
         proc.wait(10)
-        took = _wait_gone(nodes, GONE_WITHIN_S)
+        took = _wait_gone(nodes, GONE_WITHIN_S, window)
         err = proc.stderr.read()  # EOF once every node (all share the pipe) has ended
     finally:
         if proc.poll() is None:
@@ -166,6 +172,7 @@ def test_exit_with_parent_ends_an_orphan() -> None:
         "    os._exit(0)\n"
         "time.sleep(1.0)\n"
     )
+    window = CpuWindow()
     out = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -175,5 +182,5 @@ def test_exit_with_parent_ends_an_orphan() -> None:
         timeout=60,
     )
     grandchild = int(out.stdout.split()[0])
-    _wait_gone({grandchild}, GONE_WITHIN_S)
+    _wait_gone({grandchild}, GONE_WITHIN_S, window)
     assert "grandchild: parent process" in out.stderr or not _alive({grandchild})

@@ -23,9 +23,8 @@ from simscale.report.trace import (
 )
 from simscale.simulator import Simulation
 from simscale.spec.scenario import scenario_from_dict
-from tests.realrun.allreduce.test_allreduce import train_in_threads
-from tests.realrun.training.test_training import plan as ps_plan
 from tests.support.realrun_inprocess import InProcessJob
+from tests.support.training import ps_plan, train_in_threads
 
 
 def scenario(kvstore: dict, gpus: int = 2, hosts: int = 3):

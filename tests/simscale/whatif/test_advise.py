@@ -7,7 +7,6 @@ import itertools
 from pathlib import Path
 
 import pytest
-import yaml
 
 import simscale
 from simscale.cli import main
@@ -33,10 +32,8 @@ SERVERS = [1, 2, 4]
 
 
 @pytest.fixture
-def small(tmp_path: Path) -> Path:
-    p = tmp_path / "small.yaml"
-    p.write_text(yaml.safe_dump(BASE), encoding="utf-8")
-    return p
+def small(scenario_file) -> Path:
+    return scenario_file(BASE, "small.yaml")
 
 
 def _brute_force(path: Path) -> list[tuple[int, int, float, float]]:
@@ -104,7 +101,7 @@ def test_advise_deadline_and_budget(small: Path) -> None:
 
 
 def test_advice_says_which_gpus_compute_is_only_assumed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    scenario_file, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The real-hardware profile fits V100 fp32 but has no H100 point: a sweep row on H100 names
     it in ``compute_assumed``, and advice that recommends it says its compute is a guess."""
@@ -114,8 +111,7 @@ def test_advice_says_which_gpus_compute_is_only_assumed(
         "training": {"batch_per_gpu": 32, "precision": "fp32"},
         "kvstore": {"mode": "local"},
     }
-    path = tmp_path / "one.yaml"
-    path.write_text(yaml.safe_dump(base), encoding="utf-8")
+    path = scenario_file(base, "one.yaml")
     advice = simscale.advise(
         path,
         vary={"cluster.hosts[0].gpu": ["V100", "H100"]},

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from simscale.cli import main
 from simscale.whatif import WhatIfError
@@ -26,10 +25,8 @@ TINY = {
 
 
 @pytest.fixture
-def tiny(tmp_path: Path) -> Path:
-    p = tmp_path / "tiny.yaml"
-    p.write_text(yaml.safe_dump(TINY), encoding="utf-8")
-    return p
+def tiny(scenario_file) -> Path:
+    return scenario_file(TINY, "tiny.yaml")
 
 
 def test_lists_ranges_and_doubling() -> None:
