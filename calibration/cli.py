@@ -177,6 +177,10 @@ def _calibrate_published(args: argparse.Namespace) -> int:
         + (f" ({len(fitted.left_out)} costly ones predicted only)" if fitted.left_out else "")
     )
     for name, value in fitted.values.items():
+        why = fitted.unidentified.get(name)
+        if why is not None:
+            print(f"  {name:<32} {value:12.4g}   NOT IDENTIFIED: {why}")
+            continue
         sigma = fitted.sigma_rel.get(name, float("nan"))
         print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
     print(f"training error: mean {profile.fit.train_mape:.1%} over the fitted points")
