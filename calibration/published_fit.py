@@ -22,6 +22,7 @@ fit on every other campaign, predict every point of the held-out one.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import multiprocessing as mp
 import os
@@ -40,6 +41,7 @@ from simscale.model.compute import samples_per_s_without_communication
 from simscale.model.input_pipeline import loader_cores
 from simscale.simulator import simulate
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 from simscale.spec.scenario import DIST_MODES, Scenario
 
 # The communication mechanisms fitted on scaling points (stage 2). bandwidth_factor (the usable
@@ -95,6 +97,26 @@ class Judged:
     kind: str  # "efficiency" or "throughput"
     published: float
     predicted: float
+    # The compared quantity under drawn inputs (the fold's identified parameters from their
+    # covariance, the scenario's declared ranges): what its intervals are read from.
+    draws: tuple[float, ...] = ()
+
+    def interval(self, level: float) -> tuple[float, float] | None:
+        """The central ``level`` interval of the draws (with the prediction), or None."""
+        if not self.draws:
+            return None
+        values = np.array([self.predicted, *self.draws])
+        q = (1 - level) / 2 * 100
+        lo, hi = np.percentile(values, [q, 100 - q])
+        return float(lo), float(hi)
+
+    def covered(self, level: float) -> bool | None:
+        iv = self.interval(level)
+        return None if iv is None else iv[0] <= self.published <= iv[1]
+
+    def relative_width(self, level: float) -> float | None:
+        iv = self.interval(level)
+        return None if iv is None else (iv[1] - iv[0]) / self.predicted
 
     @property
     def error(self) -> float:
@@ -326,9 +348,49 @@ def fit_published(
     )
 
 
-def judge(points: Sequence[PublishedPoint], costs: CostModel) -> list[Judged]:
-    """Each point beside the simulator's value under ``costs``."""
-    return [Judged(p, kind_of(p), published_value(p), predict_point(p, costs)) for p in points]
+def judge(
+    points: Sequence[PublishedPoint],
+    costs: CostModel,
+    fitted: PublishedFit | None = None,
+    draws: int = 0,
+) -> list[Judged]:
+    """Each point beside the simulator's value under ``costs``; with ``fitted`` and ``draws``,
+    also the value under that many drawn inputs (its interval)."""
+    out = []
+    for p in points:
+        j = Judged(p, kind_of(p), published_value(p), predict_point(p, costs))
+        if fitted is not None and draws > 0:
+            j = replace(j, draws=tuple(_drawn_values(p, fitted, draws)))
+        out.append(j)
+    return out
+
+
+def _drawn_values(p: PublishedPoint, fitted: PublishedFit, n: int) -> list[float]:
+    """The point's compared quantity under ``n`` draws of the fit's identified parameters and
+    of the declared ranges of its scenario (its instance preset's: what the source left
+    unstated), seeded by the point's name so a fold's answer does not depend on order."""
+    from simscale.whatif.uncertainty import draw_inputs
+
+    profile = as_profile(fitted)
+    seed = int.from_bytes(hashlib.sha256(p.name.encode()).digest()[:4], "little")
+    return [
+        predict_point(replace(p, scenario=s), c)
+        for s, c in draw_inputs(p.scenario, profile, fitted.costs, n, seed)
+    ]
+
+
+def as_profile(fitted: PublishedFit) -> Profile:
+    """The fit as a profile (what --interval samples), without provenance."""
+    return Profile(
+        PROFILE_SCHEMA_VERSION,
+        fitted.costs,
+        fit=FitInfo(
+            parameters=tuple(fitted.values),
+            uncertainty={k: v for k, v in fitted.sigma_rel.items() if math.isfinite(v)},
+            covariance=fitted.covariance,
+            unidentified=dict(fitted.unidentified),
+        ),
+    )
 
 
 def campaigns(points: Sequence[PublishedPoint]) -> list[str]:
@@ -341,6 +403,7 @@ def leave_one_source_out(
     *,
     progress: Callable[[str], None] | None = None,
     jobs: int | None = None,
+    draws: int = 0,
 ) -> tuple[list[Judged], dict[str, PublishedFit]]:
     """Fit on every campaign but one and judge the held-out one, for each campaign; the
     campaigns run in ``jobs`` processes (default: one per core)."""
@@ -352,13 +415,13 @@ def leave_one_source_out(
     workers = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     if workers == 1:
         for held in names:
-            fits[held], got = _fold(points, held, comm_names)
+            fits[held], got = _fold(points, held, comm_names, draws)
             judged += got
             if progress is not None:
                 progress(held)
         return judged, fits
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_fold, points, held, comm_names): held for held in names}
+        futures = {pool.submit(_fold, points, held, comm_names, draws): held for held in names}
         for future in as_completed(futures):
             held = futures[future]
             fits[held], got = future.result()
@@ -371,11 +434,12 @@ def leave_one_source_out(
 
 
 def _fold(
-    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str]
+    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str], draws: int = 0
 ) -> tuple[PublishedFit, list[Judged]]:
-    """Fit on every campaign but ``held``; judge ``held``'s points with that fit."""
+    """Fit on every campaign but ``held``; judge ``held``'s points with that fit (and their
+    intervals from ``draws`` drawn inputs)."""
     fitted = fit_published([p for p in points if p.campaign != held], comm_names)
-    return fitted, judge([p for p in points if p.campaign == held], fitted.costs)
+    return fitted, judge([p for p in points if p.campaign == held], fitted.costs, fitted, draws)
 
 
 def group_errors(judged: Sequence[Judged]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -433,6 +497,7 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
             "efficiency_points_mean_abs": efficiency_points_error(expressible(judged)),
         },
         "by_group": group_errors(judged),
+        "coverage_by_group": group_coverage(judged),
         "published": [
             {
                 "source": j.point.source,
@@ -444,6 +509,8 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
                 "predicted": j.predicted,
                 "error": j.error,
                 "unmodelled": j.point.unmodelled,
+                "interval_90": j.interval(0.9),
+                "interval_50": j.interval(0.5),
             }
             for j in judged
         ],
@@ -459,7 +526,59 @@ def _summary(judged: Sequence[Judged]) -> dict[str, float]:
         "mean_ape": float(np.mean(a)) if a else math.nan,
         "worst_ape": float(np.max(a)) if a else math.nan,
         "points": len(a),
-    }
+    } | coverage(judged)
+
+
+COVERAGE_LEVELS = (0.9, 0.5)
+
+
+def coverage(judged: Sequence[Judged]) -> dict[str, float]:
+    """Share of the points with intervals whose published value lies inside the 90% and 50%
+    intervals, and the median relative width of each (empty without intervals)."""
+    with_iv = [j for j in judged if j.draws]
+    if not with_iv:
+        return {}
+    out: dict[str, float] = {"points_with_intervals": len(with_iv)}
+    for level in COVERAGE_LEVELS:
+        pct = f"{level * 100:.0f}"
+        out[f"covered_{pct}"] = float(np.mean([bool(j.covered(level)) for j in with_iv]))
+        widths = [j.relative_width(level) for j in with_iv]
+        out[f"median_relative_width_{pct}"] = float(np.median([w for w in widths if w is not None]))
+    return out
+
+
+def group_coverage(judged: Sequence[Judged]) -> dict[str, dict[str, dict[str, float]]]:
+    """group kind -> value -> coverage (as ``coverage``), for the points with intervals."""
+    out: dict[str, dict[str, list[Judged]]] = {}
+    for j in judged:
+        if j.draws:
+            for kind, value in groups_of(j).items():
+                out.setdefault(kind, {}).setdefault(value, []).append(j)
+    return {k: {v: coverage(js) for v, js in sorted(g.items())} for k, g in out.items()}
+
+
+def format_coverage(judged: Sequence[Judged]) -> str:
+    """The interval coverage as the terminal shows it: per system, then per group."""
+    if not any(j.draws for j in judged):
+        return ""
+    lines = ["", "  interval coverage (held out)      90% in  width    50% in  width  points"]
+
+    def row(label: str, c: dict[str, float]) -> str:
+        return (
+            f"  {label:<32} {c['covered_90']:>6.0%} {c['median_relative_width_90']:>6.0%}"
+            f"    {c['covered_50']:>6.0%} {c['median_relative_width_50']:>6.0%}"
+            f" {int(c['points_with_intervals']):>7}"
+        )
+
+    for s in SYSTEMS_JUDGED:
+        c = coverage([j for j in judged if j.point.system == s])
+        if c:
+            lines.append(row(f"system={s}", c))
+    for kind, groups in group_coverage(judged).items():
+        if kind in ("framework", "gpu", "link"):
+            for value, c in groups.items():
+                lines.append(row(f"{kind}={value}", c))
+    return "\n".join(lines)
 
 
 def fold_values(fits: dict[str, PublishedFit]) -> dict[str, dict[str, float]]:

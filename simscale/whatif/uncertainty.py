@@ -311,26 +311,14 @@ def interval(
     applies = profile is not None and (force_profile or profile.applies_to(scenario))
     base = profile.costs if applies and profile is not None else default_costs(scenario)[0]
     facts = ranges_for(scenario)
-    space = parameter_space(profile, scenario) if applies and profile is not None else None
-    declared = {r.fact for r in facts}
-    if space is not None:  # a declared range for a fitted fact replaces the fit's sigma
-        space = _without(space, declared)
+    space = _space_for(scenario, profile if applies else None, facts)
     seed0 = scenario.simulation.seed
-    rng = np.random.default_rng(seed0)
     jobs_list: list[tuple[Scenario, CostModel]] = [(scenario, base)]
     jobs_list += [(_with_seed(scenario, seed0 + 1 + r), base) for r in range(repeats)]
-    # The draws: parameters from their covariance, declared facts uniformly over their ranges
-    # (Latin hypercube: every stratum of each range is visited even with a few draws).
-    n_params = len(space.names) if space else 0
-    z = np.clip(rng.standard_normal((draws, n_params)), -MAX_DRAW_SIGMAS, MAX_DRAW_SIGMAS)
-    u = np.argsort(rng.random((len(facts), draws)), axis=1).T + rng.random((draws, len(facts)))
-    u = u / draws
-    for i in range(draws):
-        costs = costs_at(profile, base, space, z[i]) if space and profile else base
-        s_i, c_i = apply_values(
-            scenario, costs, facts, [r.value_at(x) for r, x in zip(facts, u[i], strict=True)]
-        )
-        jobs_list.append((_with_seed(s_i, seed0 + 1 + repeats + i), c_i))
+    drawn_inputs = draw_inputs(scenario, profile if applies else None, base, draws, seed0)
+    jobs_list += [
+        (_with_seed(s_i, seed0 + 1 + repeats + i), c_i) for i, (s_i, c_i) in enumerate(drawn_inputs)
+    ]
     # One at a time, with the nominal seed (common random numbers): each input at the two ends
     # of its central ``level`` range, all others at their nominal values.
     ends = _one_at_a_time(scenario, base, profile, space, facts, level)
@@ -362,6 +350,35 @@ def interval(
         ranges=tuple(r.describe() for r in facts),
     )
     return replace(iv, words=describe(iv, profile, applies))
+
+
+def _space_for(
+    scenario: Scenario, profile: Profile | None, facts: list[FactRange]
+) -> ParameterSpace | None:
+    """The profile's parameters to draw for ``scenario``: a declared range for a fitted fact
+    (one connection's rate) replaces the fit's sigma for it."""
+    space = parameter_space(profile, scenario) if profile is not None else None
+    return _without(space, {r.fact for r in facts}) if space is not None else None
+
+
+def draw_inputs(
+    scenario: Scenario, profile: Profile | None, base: CostModel, n: int, seed: int
+) -> list[tuple[Scenario, CostModel]]:
+    """``n`` (scenario, costs) pairs: the profile's identified parameters drawn from their
+    covariance around ``base``, the scenario's declared facts uniformly over their ranges
+    (Latin hypercube: every stratum of each range is visited even with a few draws)."""
+    facts = ranges_for(scenario)
+    space = _space_for(scenario, profile, facts)
+    rng = np.random.default_rng(seed)
+    n_params = len(space.names) if space else 0
+    z = np.clip(rng.standard_normal((n, n_params)), -MAX_DRAW_SIGMAS, MAX_DRAW_SIGMAS)
+    u = (np.argsort(rng.random((len(facts), n)), axis=1).T + rng.random((n, len(facts)))) / n
+    out = []
+    for i in range(n):
+        costs = costs_at(profile, base, space, z[i]) if space and profile else base
+        values = [r.value_at(x) for r, x in zip(facts, u[i], strict=True)]
+        out.append(apply_values(scenario, costs, facts, values))
+    return out
 
 
 def _without(space: ParameterSpace, names: set[str]) -> ParameterSpace | None:
