@@ -45,6 +45,7 @@ def calibrate(
             # Parameters the data cannot pin down have no finite sigma and are left out.
             uncertainty={k: v for k, v in result.sigma_rel.items() if math.isfinite(v)},
             covariance=result.covariance,
+            unidentified=dict(result.unidentified),
             linear_parameters=tuple(n for n in result.values if not PARAMETERS[n].log_scale),
             train_mape=result.mape,
             method="scipy.optimize.least_squares (trf) on log(predicted/measured) per "
@@ -81,6 +82,8 @@ def calibrate_published(
             records=tuple(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files),
             parameters=tuple(fitted.values),
             uncertainty={k: v for k, v in fitted.sigma_rel.items() if math.isfinite(v)},
+            covariance=fitted.covariance,
+            unidentified=dict(fitted.unidentified),
             train_mape=float(sum(j.ape for j in judged) / len(judged)),
             method="two stages of scipy.optimize.least_squares (trf) on log(predicted/published): "
             "compute on single-GPU throughput, then communication on scaling efficiency "

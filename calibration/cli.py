@@ -70,6 +70,15 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         help="leave-one-source-out validation on the published measurements in "
         "calibration/published (with --fit none: the starting figures, no fit)",
     )
+    p.add_argument(
+        "--interval-draws",
+        type=integer_at_least(0),
+        default=8,
+        metavar="N",
+        help="with --published: simulate each held-out point under N draws of its fold's "
+        "identified parameters and of its scenario's declared ranges, and report the held-out "
+        "coverage of the 90%% and 50%% intervals (0: point error only; default 8)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--plot",
@@ -203,6 +212,10 @@ def _calibrate_published(args: argparse.Namespace) -> int:
         + (f" ({len(fitted.left_out)} costly ones predicted only)" if fitted.left_out else "")
     )
     for name, value in fitted.values.items():
+        why = fitted.unidentified.get(name)
+        if why is not None:
+            print(f"  {name:<32} {value:12.4g}   NOT IDENTIFIED: {why}")
+            continue
         sigma = fitted.sigma_rel.get(name, float("nan"))
         print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
     print(f"training error: mean {profile.fit.train_mape:.1%} over the fitted points")
@@ -280,7 +293,9 @@ def _validate_published(args: argparse.Namespace, out: dict[str, object]) -> Non
         def held_out(campaign: str) -> None:
             print(f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True)
 
-        judged, fits = pf.leave_one_source_out(points, names, progress=held_out, jobs=args.jobs)
+        judged, fits = pf.leave_one_source_out(
+            points, names, progress=held_out, jobs=args.jobs, draws=args.interval_draws
+        )
         print(file=sys.stderr)
         method = "leave-one-source-out (each campaign predicted by a fit on the others)"
     published = pf.report_dict(judged, method)
@@ -289,7 +304,7 @@ def _validate_published(args: argparse.Namespace, out: dict[str, object]) -> Non
     out["published"] = published["published"]
     out["published_summary"] = {k: v for k, v in published.items() if k != "published"}
     if not args.json:
-        print(pf.format_report(judged, method) + pf.format_folds(fits))
+        print(pf.format_report(judged, method) + pf.format_coverage(judged) + pf.format_folds(fits))
     if args.plot is not None:
         for path in _published_figures(judged, method, args.plot):
             print(f"wrote {path}", file=sys.stderr)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from calibration.errors import CalibrationError
+from calibration.identifiability import identify
 from calibration.runs import Run, mean_by_shape
 from simscale.simulator import simulate
 from simscale.spec.costs import CostModel
@@ -125,6 +126,8 @@ class FitResult:
     # Gauss-Newton covariance of the fitted coordinates (log of the value for log-scaled
     # parameters), rows and columns in ``values`` order; empty when not identifiable.
     covariance: tuple[tuple[float, ...], ...] = ()
+    # Parameters the runs could not pin down, with the reason (calibration/identifiability.py).
+    unidentified: dict[str, str] = field(default_factory=dict)
 
     @property
     def ape(self) -> np.ndarray:
@@ -180,10 +183,11 @@ def fit(
             method="trf",
         )
         x = sol.x
-        cov = _covariance(sol.jac, sol.fun)
-        sigma = _sigma(cov, params)
+        linear = [p.name for p in params if not p.log_scale]
+        ident = identify([p.name for p in params], x, lo, hi, sol.jac, sol.fun, linear)
+        cov, sigma, unidentified = ident.covariance, ident.sigma(), ident.unidentified
     else:
-        x, sigma, cov = x0, {}, None
+        x, sigma, cov, unidentified = x0, {}, None, {}
     values = {p.name: p.from_x(v) for p, v in zip(params, x, strict=True)}
     costs = with_values(base, params, list(values.values()))
     predicted = tuple(predict(s, costs) for s in scenarios)
@@ -195,34 +199,9 @@ def fit(
         measured=tuple(measured.tolist()),
         predicted=predicted,
         evaluations=calls[0],
+        unidentified=unidentified,
         # Kept only when every entry is finite: a sampler cannot use a partial matrix.
         covariance=tuple(tuple(float(v) for v in row) for row in cov)
         if cov is not None and np.all(np.isfinite(cov))
         else (),
     )
-
-
-def _covariance(jac: np.ndarray, fun: np.ndarray) -> np.ndarray | None:
-    """The Gauss-Newton parameter covariance s^2 (J^T J)^-1, s^2 the residual variance; None
-    when there are no more residuals than parameters or J^T J is singular."""
-    m, n = jac.shape
-    if m <= n:
-        return None
-    s2 = float(fun @ fun) / (m - n)
-    try:
-        cov = np.linalg.inv(jac.T @ jac) * s2
-    except np.linalg.LinAlgError:
-        return None
-    return cov
-
-
-def _sigma(cov: np.ndarray | None, params: Sequence[Parameter]) -> dict[str, float]:
-    """1-sigma uncertainty from the covariance's diagonal; relative for the log-scaled
-    parameters (sigma of log x), absolute for the linear ones."""
-    if cov is None:
-        return {p.name: math.nan for p in params}
-    diag = np.diag(cov)
-    return {
-        p.name: math.sqrt(d) if d >= 0 and math.isfinite(d) else math.nan
-        for p, d in zip(params, diag, strict=True)
-    }

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simscale.spec.unknowns import FactRange
+
 TFLOPS = 1e12
 GBPS_BYTES = 1e9  # 1 GB/s in bytes/s
 
@@ -163,6 +165,9 @@ class InstanceSpec:
     # NICs the host's ``nic_gbps`` is spread over (rail-aligned: NCCL gives each GPU's channels
     # the NIC nearest it); ``nic_gbps`` is all of them together.
     nics: int = 1
+    # What the instance's public pages leave open, as ranges with their source
+    # (simscale.spec.unknowns): predict --interval samples them.
+    ranges: tuple[FactRange, ...] = ()
 
 
 _AWS_P2 = "AWS EC2 P2 instance page (instance table)"
@@ -198,6 +203,31 @@ _PRICE_C5_18 = (
 _PRICE_P5 = "wring.co/blog/aws-ec2-pricing-guide (2026-03-08)"
 _NO_PRICE = "no public price found here; set usd_per_hour in the scenario"
 
+# ---- What an AWS instance's page does not tell (ranges for predict --interval) ----
+# One TCP flow (a 5-tuple) on EC2: "limited to 5 Gbps when instances are not in the same
+# cluster placement group", "up to 10 Gbps" inside one (AWS EC2 User Guide, "Amazon EC2
+# instance network bandwidth", single-flow traffic). A ring neighbour's or a PS worker-server
+# connection is one flow.
+_AWS_FLOW = (
+    "AWS EC2 User Guide, instance network bandwidth: one flow 5 Gbit/s, 10 in a placement group"
+)
+_AWS_CONNECTION = FactRange("connection_gbps", _AWS_FLOW, 5.0, 10.0)
+# NCCL's socket transport opens 1 socket per peer before 2.4.8 and 2 threads x 8 sockets on
+# ENA since (NVIDIA/nccl src/transport/net_socket.cc, ncclNetSocketGetNsockNthread): which one
+# a job ran is the NCCL version's, which a benchmark rarely states.
+_AWS_NCCL = FactRange(
+    "nccl_sockets",
+    "NVIDIA/nccl net_socket.cc: 1 socket per peer before 2.4.8, 16 on AWS ENA since",
+    1,
+    AWS_NCCL_SOCKETS,
+)
+
+
+# AWS's TCP instances leave open what one connection gets and how many NCCL opens; their
+# listed NIC rate is kept as the NIC's (a ceiling many flows reach; no public figure of how
+# far below it a training job's flows stay was found, so no range is invented for it).
+_AWS_TCP = (_AWS_CONNECTION, _AWS_NCCL)
+
 INSTANCES: dict[str, InstanceSpec] = {
     i.name: i
     for i in (
@@ -210,14 +240,27 @@ INSTANCES: dict[str, InstanceSpec] = {
             f"{_AWS_P2}; 'High' networking: 1.25 Gbit/s in a placement group ({_AWS_P2_2017})",
             0.90,
             _PRICE_P2,
+            ranges=_AWS_TCP,
         ),
-        InstanceSpec("p2.8xlarge", 8, "K80", 10.0, 32, _AWS_P2, 7.20, _PRICE_P2),
-        InstanceSpec("p2.16xlarge", 16, "K80", 25.0, 64, _AWS_P2, 14.40, _PRICE_P2),
+        InstanceSpec("p2.8xlarge", 8, "K80", 10.0, 32, _AWS_P2, 7.20, _PRICE_P2, ranges=_AWS_TCP),
         InstanceSpec(
-            "p3.2xlarge", 1, "V100", 10.0, 8, _AWS_P3 + "; 'up to 10 Gbit/s'", None, _NO_PRICE
+            "p2.16xlarge", 16, "K80", 25.0, 64, _AWS_P2, 14.40, _PRICE_P2, ranges=_AWS_TCP
         ),
-        InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3, None, _NO_PRICE),
-        InstanceSpec("p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3, 24.48, _PRICE_P3_16),
+        InstanceSpec(
+            "p3.2xlarge",
+            1,
+            "V100",
+            10.0,
+            8,
+            _AWS_P3 + "; 'up to 10 Gbit/s'",
+            None,
+            _NO_PRICE,
+            ranges=_AWS_TCP,
+        ),
+        InstanceSpec("p3.8xlarge", 4, "V100", 10.0, 32, _AWS_P3, None, _NO_PRICE, ranges=_AWS_TCP),
+        InstanceSpec(
+            "p3.16xlarge", 8, "V100", 25.0, 64, _AWS_P3, 24.48, _PRICE_P3_16, ranges=_AWS_TCP
+        ),
         InstanceSpec("p3dn.24xlarge", 8, "V100", 100.0, 96, _AWS_P3 + _EFA, None, _NO_PRICE, "efa"),
         InstanceSpec(
             "p4d.24xlarge",

@@ -27,6 +27,7 @@ from simscale.spec.config import (
     to_mapping,
 )
 from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND
+from simscale.spec.unknowns import FactRange
 
 ScenarioError = ConfigError
 
@@ -467,9 +468,19 @@ class Scenario:
     realrun: RealrunConfig = field(default_factory=RealrunConfig)
     name: str = ""
     description: str = ""
+    # Facts the scenario does not know, as ranges with their public source (simscale.spec.
+    # unknowns): `predict --interval` samples them. A preset's ranges apply without this.
+    unknowns: tuple[FactRange, ...] = ()
 
     def validate(self) -> None:
         kv = self.kvstore
+        for i, r in enumerate(self.unknowns):
+            if r.group is not None and r.group >= len(self.cluster.hosts):
+                raise ConfigError(
+                    f"unknowns[{i}].group",
+                    f"got {r.group}, expected a host group index below "
+                    f"{len(self.cluster.hosts)} (cluster.hosts)",
+                )
         n_hosts = self.num_worker_hosts
         if self.training.data_threads is not None and self.training.data != "images":
             raise ConfigError(

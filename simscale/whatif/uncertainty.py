@@ -24,6 +24,7 @@ import numpy as np
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import Profile, default_costs, default_profile
 from simscale.spec.scenario import Scenario
+from simscale.spec.unknowns import FACTS, FactRange, apply_values, ranges_for
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 
@@ -45,6 +46,9 @@ class Interval:
     words: str
     # Parameters the profile's fit could not identify, held at their fitted value (name -> why).
     unidentified: dict[str, str] = field(default_factory=dict)
+    # What the width comes from, largest first, and the declared ranges that were sampled.
+    shares: tuple[Share, ...] = ()
+    ranges: tuple[str, ...] = ()
 
     @property
     def relative_width(self) -> float:
@@ -64,6 +68,8 @@ class Interval:
             "parameters": list(self.parameters),
             "words": self.words,
             "unidentified": dict(self.unidentified),
+            "width_shares": [sh.to_dict() for sh in self.shares],
+            "declared_ranges": list(self.ranges),
         }
 
 
@@ -194,8 +200,11 @@ def parameter_space(profile: Profile, scenario: Scenario | None = None) -> Param
 def _acts_on(name: str, scenario: Scenario | None) -> bool:
     """Whether parameter ``name`` can move ``scenario``'s prediction (a compute efficiency
     only on its own GPU and precision)."""
-    if scenario is None or not name.startswith("compute_efficiency/"):
+    if scenario is None:
         return True
+    if not name.startswith("compute_efficiency/"):
+        acts = _ACTS_ON.get(name)
+        return acts is None or bool(acts(scenario))
     key = name.split("/", 1)[1]
     precision = scenario.training.compute_precision
     return any(f"{g.resolved()[1]}/{precision}" == key for g in scenario.cluster.hosts)
@@ -252,13 +261,42 @@ def _with_seed(s: Scenario, seed: int) -> Scenario:
     return replace(s, simulation=replace(s.simulation, seed=seed))
 
 
+@dataclass(frozen=True)
+class Share:
+    """One input's share of the interval's width, and how a user narrows it."""
+
+    input: str  # a fitted parameter, a declared fact ("nic_gbps@0"), or "jitter"
+    words: str
+    share: float  # of the summed squared one-at-a-time spans
+    narrow_by: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "words": self.words,
+            "share": self.share,
+            "narrow_by": self.narrow_by,
+        }
+
+
+# Mechanisms of the real-hardware profile that act only on some scenarios: drawing them
+# elsewhere costs simulations that cannot move the answer.
+_ACTS_ON = {
+    "decode_us_per_sample": lambda s: s.training.data == "images",
+    "allreduce_tensor_us": lambda s: s.kvstore.mode == "allreduce",
+    "straggler_sigma": lambda s: s.num_gpus > 1,
+    "connection_gbps": lambda s: s.num_worker_hosts > 1 or s.cluster.server_hosts is not None,
+    "grpc_ns_per_byte": lambda s: s.kvstore.rpc == "grpc",
+}
+
+
 def interval(
     scenario: Scenario,
     profile: Profile | None = None,
     *,
     level: float = 0.9,
-    draws: int = 24,
-    repeats: int = 4,
+    draws: int = 16,
+    repeats: int = 2,
     force_profile: bool = False,
     executor: str = "local",
     jobs: int | None = None,
@@ -272,26 +310,30 @@ def interval(
         profile = default_profile(scenario)
     applies = profile is not None and (force_profile or profile.applies_to(scenario))
     base = profile.costs if applies and profile is not None else default_costs(scenario)[0]
+    facts = ranges_for(scenario)
+    space = _space_for(scenario, profile if applies else None, facts)
     seed0 = scenario.simulation.seed
-    space = parameter_space(profile, scenario) if applies and profile is not None else None
-    param_costs = (
-        draw_costs(profile, base, draws, seed0, scenario) if space and profile else [base] * draws
-    )
-    jobs_list = [(scenario, base)]
+    jobs_list: list[tuple[Scenario, CostModel]] = [(scenario, base)]
     jobs_list += [(_with_seed(scenario, seed0 + 1 + r), base) for r in range(repeats)]
+    drawn_inputs = draw_inputs(scenario, profile if applies else None, base, draws, seed0)
     jobs_list += [
-        (_with_seed(scenario, seed0 + 1 + repeats + i), c) for i, c in enumerate(param_costs)
+        (_with_seed(s_i, seed0 + 1 + repeats + i), c_i) for i, (s_i, c_i) in enumerate(drawn_inputs)
     ]
-    # Results come back in any order: tag each with its place.
+    # One at a time, with the nominal seed (common random numbers): each input at the two ends
+    # of its central ``level`` range, all others at their nominal values.
+    ends = _one_at_a_time(scenario, base, profile, space, facts, level)
+    jobs_list += [job for _, _, pair in ends for job in pair]
     tagged = list(run_tasks(executor, _tagged, list(enumerate(jobs_list)), jobs))
     values = [v for _, v in sorted(tagged)]
     nominal = values[0]
-    jitter = np.array([nominal, *values[1 : 1 + repeats]])
-    combined = np.array(values[1 + repeats :] + list(jitter))
+    jitter = np.array(values[: 1 + repeats])
+    drawn = values[1 + repeats : 1 + repeats + draws]
+    combined = np.array(drawn + list(jitter))
     q = (1 - level) / 2 * 100
     low, high = (float(v) for v in np.percentile(combined, [q, 100 - q]))
     j_low, j_high = (float(v) for v in np.percentile(jitter, [q, 100 - q]))
-    params = space.names if space else ()
+    spans = values[1 + repeats + draws :]
+    shares = _shares(ends, spans, float(np.ptp(jitter)))
     iv = Interval(
         level=level,
         nominal=nominal,
@@ -301,11 +343,121 @@ def interval(
         draws=len(combined),
         jitter_low=j_low,
         jitter_high=j_high,
-        parameters=tuple(params),
+        parameters=space.names if space else (),
         words="",
         unidentified=dict(space.unidentified) if space else {},
+        shares=tuple(shares),
+        ranges=tuple(r.describe() for r in facts),
     )
     return replace(iv, words=describe(iv, profile, applies))
+
+
+def _space_for(
+    scenario: Scenario, profile: Profile | None, facts: list[FactRange]
+) -> ParameterSpace | None:
+    """The profile's parameters to draw for ``scenario``: a declared range for a fitted fact
+    (one connection's rate) replaces the fit's sigma for it."""
+    space = parameter_space(profile, scenario) if profile is not None else None
+    return _without(space, {r.fact for r in facts}) if space is not None else None
+
+
+def draw_inputs(
+    scenario: Scenario, profile: Profile | None, base: CostModel, n: int, seed: int
+) -> list[tuple[Scenario, CostModel]]:
+    """``n`` (scenario, costs) pairs: the profile's identified parameters drawn from their
+    covariance around ``base``, the scenario's declared facts uniformly over their ranges
+    (Latin hypercube: every stratum of each range is visited even with a few draws)."""
+    facts = ranges_for(scenario)
+    space = _space_for(scenario, profile, facts)
+    rng = np.random.default_rng(seed)
+    n_params = len(space.names) if space else 0
+    z = np.clip(rng.standard_normal((n, n_params)), -MAX_DRAW_SIGMAS, MAX_DRAW_SIGMAS)
+    u = (np.argsort(rng.random((len(facts), n)), axis=1).T + rng.random((n, len(facts)))) / n
+    out = []
+    for i in range(n):
+        costs = costs_at(profile, base, space, z[i]) if space and profile else base
+        values = [r.value_at(x) for r, x in zip(facts, u[i], strict=True)]
+        out.append(apply_values(scenario, costs, facts, values))
+    return out
+
+
+def _without(space: ParameterSpace, names: set[str]) -> ParameterSpace | None:
+    keep = [i for i, n in enumerate(space.names) if n not in names]
+    if not keep:
+        return None
+    cov = space.covariance[np.ix_(keep, keep)]
+    return replace(space, names=tuple(space.names[i] for i in keep), covariance=cov)
+
+
+def _one_at_a_time(
+    scenario: Scenario,
+    base: CostModel,
+    profile: Profile | None,
+    space: ParameterSpace | None,
+    facts: list[FactRange],
+    level: float,
+) -> list[tuple[str, str, list[tuple[Scenario, CostModel]]]]:
+    """(input, words, [the two simulations at the ends of its range]) for every input."""
+    out = []
+    zq = float(_normal_quantile((1 + level) / 2))
+    if space is not None and profile is not None:
+        for k, name in enumerate(space.names):
+            sd = math.sqrt(max(float(space.covariance[k, k]), 0.0))
+            # its marginal range: the others held at their fitted values
+            pair = [(scenario, _moved(profile, base, name, sign * zq * sd)) for sign in (-1, 1)]
+            out.append((name, f"the fitted {name}", pair))
+    for r in facts:
+        lo, hi = ((1 - level) / 2, (1 + level) / 2)
+        pair = [apply_values(scenario, base, [r], [r.value_at(x)]) for x in (lo, hi)]
+        out.append((r.key(), r.spec.words, pair))
+    return out
+
+
+def _moved(profile: Profile, base: CostModel, name: str, dx: float) -> CostModel:
+    """``base`` with parameter ``name`` moved by ``dx`` in its fit coordinate."""
+    x = get_parameter(base, name)
+    if name in set(profile.fit.linear_parameters):
+        return set_parameter(base, name, x + dx)
+    return set_parameter(base, name, x * math.exp(max(min(dx, 700.0), -700.0)))
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def _shares(
+    ends: list[tuple[str, str, list[tuple[Scenario, CostModel]]]],
+    values: list[float],
+    jitter_span: float,
+) -> list[Share]:
+    """Each input's share of the width: its one-at-a-time span squared over the sum of all
+    (spans add as independent variances would), jitter included; largest first."""
+    spans = [abs(values[2 * i + 1] - values[2 * i]) for i in range(len(ends))]
+    total = sum(w * w for w in spans) + jitter_span**2
+    if total <= 0:
+        return []
+    out = [
+        Share(name, words, w * w / total, _narrow_by(name))
+        for (name, words, _), w in zip(ends, spans, strict=True)
+    ]
+    out.append(
+        Share(
+            "jitter",
+            "run-to-run jitter (stragglers, unequal TCP shares)",
+            jitter_span**2 / total,
+            "nothing: it is the spread between real runs",
+        )
+    )
+    return sorted(out, key=lambda sh: -sh.share)
+
+
+def _narrow_by(name: str) -> str:
+    fact, _, group = name.partition("@")
+    if fact in FACTS:
+        return FACTS[fact].narrow_by.format(group=group or 0)
+    return "refit the profile on runs of this cluster (`simscale calibrate`)"
 
 
 def _tagged(job: tuple[int, tuple[Scenario, CostModel]]) -> tuple[int, float]:
@@ -313,7 +465,7 @@ def _tagged(job: tuple[int, tuple[Scenario, CostModel]]) -> tuple[int, float]:
 
 
 def describe(iv: Interval, profile: Profile | None, applies: bool) -> str:
-    """The interval in words: how wide, and where the width comes from."""
+    """The interval in words: how wide, what dominates the width, and how to narrow it."""
     pct = f"{iv.level:.0%}"
     span = (
         f"{pct} interval {iv.low:,.0f} to {iv.high:,.0f} samples/s "
@@ -327,25 +479,21 @@ def describe(iv: Interval, profile: Profile | None, applies: bool) -> str:
         size = "moderate"
     else:
         size = "narrow"
-    jitter_width = (iv.jitter_high - iv.jitter_low) / iv.nominal if iv.nominal > 0 else 0.0
+    parts = [f"{span}: {size}"]
     if not iv.parameters:
         why = (
             "no applicable profile with fitted uncertainties"
             if profile is None or not applies
-            else "the profile keeps no parameter uncertainties"
+            else "the profile keeps no identified parameter uncertainties"
         )
-        source = f"parameter uncertainty NOT included ({why}); the width is seeded jitter only"
-    elif rel > 0 and jitter_width >= 0.5 * rel:
-        source = "mostly run-to-run jitter (stragglers, unequal TCP shares)"
-    else:
-        assert profile is not None
-        unc = profile.fit.uncertainty
-        top = max(iv.parameters, key=lambda n: unc.get(n, 0.0))
-        source = f"mostly the fitted parameters' uncertainty (largest: {top})"
-    held = ""
+        parts.append(f"fitted-parameter uncertainty NOT included ({why})")
+    top = [sh for sh in iv.shares if sh.share >= 0.1][:2] or list(iv.shares[:1])
+    for sh in top:
+        parts.append(f"{sh.words}: {sh.share:.0%} of the width; {sh.narrow_by} to narrow this")
+    text = "; ".join(parts) + "."
     if iv.unidentified:
-        held = (
+        text += (
             " Not identified by the profile's fit, so held at the fitted value and not in the "
             "width: " + ", ".join(sorted(iv.unidentified)) + "."
         )
-    return f"{span}: {size}; {source}.{held}"
+    return text

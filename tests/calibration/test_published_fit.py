@@ -222,3 +222,24 @@ def test_predict_says_when_its_compute_is_assumed_not_fitted(tmp_path: Path, cap
     v100 = ROOT / "scenarios" / "mxnet" / "1s-2w-sync.yaml"
     assert main(["predict", str(v100), "--json"]) == 0
     assert "compute_efficiency_assumed" not in json.loads(capsys.readouterr().out)
+
+
+def test_held_out_points_get_intervals_and_their_coverage_is_reported(tmp_path: Path) -> None:
+    """With draws, each held-out point carries the values its fold's identified parameters and
+    its scenario's declared ranges give; the report counts how many published values fall
+    inside the 90% and 50% intervals, per system and per group."""
+    files = [_figures(tmp_path, "a", (2,)), _figures(tmp_path, "b", (4,))]
+    points = load_published(files)
+    judged, _ = pf.leave_one_source_out(points, ("connection_gbps",), jobs=1, draws=4)
+    assert all(len(j.draws) == 4 for j in judged)
+    for j in judged:
+        lo90, hi90 = j.interval(0.9)
+        lo50, hi50 = j.interval(0.5)
+        assert lo90 <= lo50 <= hi50 <= hi90
+        assert j.covered(0.9) == (lo90 <= j.published <= hi90)
+    report = pf.report_dict(judged, "loso")
+    ar = report["by_system"]["allreduce"]
+    assert ar["points_with_intervals"] == 2 and 0 <= ar["covered_90"] <= 1
+    assert "median_relative_width_90" in report["coverage_by_group"]["gpu"]["V100"]
+    assert "interval coverage" in pf.format_coverage(judged)
+    assert report["published"][0]["interval_90"] is not None

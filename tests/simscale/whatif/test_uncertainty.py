@@ -189,3 +189,16 @@ def test_interval_never_raises_on_generated_scenarios_and_profiles(
     )
     assert 0 < iv.low <= iv.median <= iv.high < math.inf
     assert iv.words
+
+
+def test_the_words_name_the_fact_that_dominates_the_width_and_the_field_to_set() -> None:
+    """On a network-bound scenario, a NIC declared anywhere from 0.2 to 2 Gbit/s dominates."""
+    data = NET.to_dict() | {
+        "unknowns": [{"fact": "nic_gbps", "low": 0.2, "high": 2, "source": "a test range"}]
+    }
+    iv = interval(scenario_from_dict(data), None, draws=6, repeats=1, executor="serial")
+    top = iv.shares[0]
+    assert top.input == "nic_gbps" and top.share > 0.7
+    assert "the NIC's achieved rate" in iv.words and "cluster.hosts[0].nic_gbps" in iv.words
+    assert iv.to_dict()["width_shares"][0]["input"] == "nic_gbps"
+    assert iv.relative_width > 0.5
