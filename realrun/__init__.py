@@ -13,6 +13,7 @@ a Horovod-style all-reduce one on torch.distributed.
 - ``node.py`` (``python -m realrun.node``), ``cli.py`` (``realrun``), ``auth.py``,
   ``safejson.py``: the entry points and what every part shares.
 
-Imports run downwards: auth/safejson <- ps <- records <- training <- node <- allreduce <-
-launching <- run <- campaign <- cli (``tests/test_architecture.py`` checks there is no circle).
+Imports run one way, each layer using only those before it: auth, safejson, emulated; ps;
+records; training; node and launching; allreduce (its job is a launching job); run; campaign;
+cli (``tests/test_architecture.py`` checks there is no circle).
 """

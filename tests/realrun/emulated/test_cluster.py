@@ -1,5 +1,7 @@
-"""realrun on an emulated cluster: emulated GPUs, time dilation, the machine-load verdict, the
-netns and ssh launchers, campaigns.
+"""realrun on an emulated cluster: emulated GPUs, time dilation, the netns launcher, real runs
+through network namespaces and through this machine's sshd, the committed dataset. (The
+machine-load verdict, campaigns, run's refusals and the ssh launcher's command line have their
+own test files, beside their modules.)
 
 The first half needs no privileges. The second half builds real namespaces (``netns``,
 ``slow``; skipped with the reason when not root) and checks a PS run against the analytic
@@ -8,7 +10,6 @@ bound of domain.md, and that nothing of a run is left behind.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -17,11 +18,9 @@ import numpy as np
 import pytest
 
 from realrun import cli
-from realrun.campaign import CampaignError, done_already, load_campaign
+from realrun.campaign import load_campaign
 from realrun.emulated import netns
-from realrun.emulated.machine_load import LoadSample, read_cpu_ticks, verdict
 from realrun.launching.netns_launcher import NetnsLauncher, host_links
-from realrun.launching.ssh_launcher import SshLauncher, read_hostfile, remote_command, stdin_payload
 from realrun.records.record import load_record
 from realrun.run import LaunchOptions, check_runnable, run_scenario
 from realrun.training.emulated_compute import emulated_device, synthetic_gradients
@@ -113,37 +112,6 @@ def test_links_are_dilated_and_real_compute_refuses_a_dilation() -> None:
     check_runnable(load_scenario(MLP_COLOCATED, ["realrun.dilation=2"]), LaunchOptions())
 
 
-def test_realrun_refuses_a_grpc_parameter_server() -> None:
-    """kvstore.rpc grpc is TensorFlow's PS, which the simulator models and realrun does not run."""
-    with pytest.raises(ValueError, match="realrun's servers speak ps-lite"):
-        check_runnable(load_scenario(MLP_COLOCATED, ["kvstore.rpc=grpc"]), LaunchOptions())
-
-
-@pytest.mark.parametrize("precision", ["fp16", "amp"])
-def test_realrun_refuses_half_precision_before_starting_anything(precision: str) -> None:
-    """realrun trains fp32; a half-precision scenario is refused before any process starts, so
-    no partial run record is left behind."""
-    scenario = load_scenario(MLP_COLOCATED, [f"training.precision={precision}"])
-    with pytest.raises(ValueError, match="realrun trains fp32 only"):
-        check_runnable(scenario, LaunchOptions())
-
-
-def test_realrun_refuses_tensorflows_key_placement() -> None:
-    """realrun's workers find a key's server by MXNet's hash; TensorFlow's greedy placement is
-    the simulator's alone."""
-    with pytest.raises(ValueError, match="MXNet's hash only"):
-        scenario = load_scenario(MLP_COLOCATED, ["kvstore.key_placement=greedy"])
-        check_runnable(scenario, LaunchOptions())
-
-
-def test_realrun_refuses_tensorflows_step_barrier() -> None:
-    """realrun's servers merge each key and answer its pulls as MXNet does; a step barrier
-    (kvstore.sync step) is the simulator's alone."""
-    scenario = load_scenario(MLP_COLOCATED, ["kvstore.sync=step"])
-    with pytest.raises(ValueError, match="TensorFlow's step barrier"):
-        check_runnable(scenario, LaunchOptions())
-
-
 def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> None:
     """2 worker hosts + 2 dedicated server hosts: the scheduler on host 0, workers on 0 and 1,
     servers on hosts 2 and 3; nothing is built before the launcher is entered."""
@@ -155,164 +123,6 @@ def test_the_netns_launcher_places_nodes_as_the_simulator_lays_them_out() -> Non
     assert [launcher.host_of("worker", r) for r in range(2)] == addresses[:2]
     assert [launcher.host_of("server", r) for r in range(2)] == addresses[2:]
     assert [link.rate_mbit for link in launcher.cluster.links] == [50.0] * 4
-
-
-# -- the machine-load verdict -------------------------------------------------------------------
-
-
-def test_cpu_ticks_are_read_from_proc_stat() -> None:
-    stat = "cpu  100 5 50 800 20 3 2 10 0 0\ncpu0 1 2 3 4\n"
-    assert read_cpu_ticks(stat) == (100 + 5 + 50 + 3 + 2 + 10, 990)
-
-
-def _samples(
-    busy: float, wire_ticks_per_s: int, cluster_cpu: float = 0.2, delay: float = 0.0
-) -> list[LoadSample]:
-    """Ten one-second samples of a 2-core machine (100 ticks per core-second): all cores
-    ``busy``, one wire, and one node thread using ``cluster_cpu`` of both cores and waiting
-    ``delay`` of the time for a core."""
-    return [
-        LoadSample(
-            1000.0 + t,
-            int(200 * busy * t),
-            200 * t,
-            {7: wire_ticks_per_s * t},
-            0.5,
-            {8: (int(2e9 * cluster_cpu * t), int(1e9 * delay * t))},
-        )
-        for t in range(10)
-    ]
-
-
-def test_a_machine_that_held_the_cluster_back_makes_the_record_invalid(monkeypatch) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    tick = os.sysconf("SC_CLK_TCK")
-    # The window is bracketed by the samples just outside it: 1001 .. 1007.
-    figures, reason = verdict(_samples(0.60, 20), window=(1002.0, 1006.0))
-    assert reason is None
-    assert figures["window_s"] == pytest.approx(6.0)
-    assert figures["mean_cpu_busy"] == pytest.approx(0.60)
-    assert figures["cluster_cpu_busy"] == pytest.approx(0.2)
-    assert figures["max_wire_core_share"] == pytest.approx(20 / tick)
-    # Another program kept the cores 95% busy, but no process of the cluster waited: valid.
-    assert verdict(_samples(0.95, 20), window=None)[1] is None
-    _, reason = verdict(_samples(0.95, 20, cluster_cpu=0.9), window=None)
-    assert reason is not None and "processes kept this machine's CPUs 90% busy" in reason
-    _, reason = verdict(_samples(0.95, 20, delay=0.2), window=None)
-    assert reason is not None and "thread of a node waited for a CPU 20%" in reason
-    _, reason = verdict(_samples(0.5, tick), window=None)
-    assert reason is not None and "delay wire used 100% of a core" in reason
-
-
-# -- campaigns ----------------------------------------------------------------------------------
-
-
-def test_a_campaign_expands_grids_and_repeats_into_named_runs(tmp_path: Path) -> None:
-    spec = tmp_path / "c.yaml"
-    spec.write_text(
-        f"name: c\nrepeats: 2\nset: ['simulation.measured_iterations=3']\nruns:\n"
-        f"  - scenario: {MLP_COLOCATED}\n    label: mlp\n"
-        f"    grid: {{'cluster.hosts[0].count': [2, 4], kvstore.mode: [dist_sync, dist_async]}}\n"
-        f"  - scenario: {MLP_DEDICATED}\n    set: ['cluster.hosts[0].count=1']\n"
-    )
-    campaign = load_campaign(spec)
-    assert [r.name for r in campaign.runs[:2]] == [
-        "mlp__count=2,mode=dist_sync__r1",
-        "mlp__count=2,mode=dist_sync__r2",
-    ]
-    assert len(campaign.runs) == 2 * 2 * 2 + 2
-    assert campaign.runs[-1].name == "mlp-dedicated__r2"
-    assert campaign.runs[3].overrides == (
-        "simulation.measured_iterations=3",
-        "cluster.hosts[0].count=2",
-        "kvstore.mode=dist_async",
-    )
-    assert len(load_campaign(spec, repeats=1).runs) == 5
-    spec.write_text(f"runs:\n  - scenario: {MLP_COLOCATED}\n  - scenario: {MLP_COLOCATED}\n")
-    with pytest.raises(CampaignError, match="same record"):
-        load_campaign(spec)
-    spec.write_text("runs:\n  - scenario: nowhere.yaml\n")
-    with pytest.raises(CampaignError, match=r"runs\[0\].scenario: no file"):
-        load_campaign(spec)
-
-
-def test_a_failed_campaign_run_says_why_on_the_terminal(tmp_path: Path, monkeypatch) -> None:
-    """Not only '1 failed' and a reason buried in campaign-log.jsonl."""
-    import io
-
-    from realrun import campaign as campaign_module
-    from realrun.campaign import run_campaign
-    from realrun.run import LaunchOptions
-
-    monkeypatch.setattr(campaign_module, "wait_for_quiet", lambda: 0.0)
-
-    spec = tmp_path / "c.yaml"
-    spec.write_text(f"runs:\n  - {{scenario: {MLP_COLOCATED}, set: [kvstore.servers=0]}}\n")
-    terminal = io.StringIO()
-    rc = run_campaign(load_campaign(spec), tmp_path / "out", LaunchOptions("local"), 60, terminal)
-    assert rc == 1
-    assert "  mlp-colocated__r1 failed: " in terminal.getvalue()
-    assert "kvstore.servers: got 0" in terminal.getvalue()
-
-
-def test_only_complete_valid_records_are_skipped_on_resume(tmp_path: Path) -> None:
-    base = {
-        "schema_version": 1,
-        "scenario": {},
-        "environment": {},
-        "iterations": [],
-        "summary": None,
-        "complete": False,
-        "error": "worker 1 died",
-    }
-    path = tmp_path / "r.json"
-    assert not done_already(path)
-    path.write_text(json.dumps(base))
-    assert not done_already(path)  # failed: run again
-    summary = {
-        "measured_iterations": 1,
-        "samples_per_s": 1.0,
-        "samples_per_s_per_worker": [1.0],
-        "mean_iteration_s": 1.0,
-        "median_iteration_s": 1.0,
-        "mean_wait_s": 0.0,
-    }
-    done = {**base, "complete": True, "error": None, "summary": summary}
-    path.write_text(json.dumps({**done, "valid": False, "invalid_reason": "CPU 99% busy"}))
-    assert not done_already(path)  # this machine was the bottleneck: run again
-    path.write_text(json.dumps(done))  # a record from before validity existed counts as valid
-    assert done_already(path)
-
-
-# -- the ssh launcher (no ssh needed) -----------------------------------------------------------
-
-
-def test_hostfiles_and_the_remote_command(tmp_path: Path) -> None:
-    hostfile = tmp_path / "hosts"
-    hostfile.write_text("# lab\n10.0.0.1\n\n10.0.0.2  # second\n")
-    assert read_hostfile(hostfile) == ["10.0.0.1", "10.0.0.2"]
-    launcher = SshLauncher(read_hostfile(hostfile), ["Port=2222"])
-    # MXNet's launch.py cycles servers and workers over the hosts; the scheduler is first.
-    assert [launcher.host_of("server", r) for r in range(3)] == ["10.0.0.1", "10.0.0.2"] * 1 + [
-        "10.0.0.1"
-    ]
-    assert launcher.host_of("scheduler", 0) == "10.0.0.1"
-    assert launcher.ssh_argv("10.0.0.2")[-3:] == ["-o", "Port=2222", "10.0.0.2"]
-    line = remote_command(["python", "-m", "realrun.node"], {"DMLC_ROLE": "server"}, "/a b")
-    assert line.startswith("cd '/a b' && exec setsid --wait sh -c ")
-    assert "echo realrun-pgid $$; exec env DMLC_ROLE=server python -m realrun.node" in line
-
-
-def test_the_job_secret_never_reaches_an_ssh_command_line() -> None:
-    """ps shows every argv to every user of a host: the secret travels on the session's stdin
-    and the remote shell reads it with a builtin."""
-    secret = "ab" * 32
-    env = {"DMLC_ROLE": "worker", "REALRUN_JOB_SECRET": secret}
-    line = remote_command(["python", "-m", "realrun.node"], env, "/w")
-    assert secret not in line
-    assert "IFS= read -r REALRUN_JOB_SECRET && export REALRUN_JOB_SECRET && exec env" in line
-    assert stdin_payload(env) == secret + "\n"
-    assert stdin_payload({"DMLC_ROLE": "worker"}) == ""
 
 
 def test_without_root_run_and_cleanup_say_so_in_one_line(
