@@ -33,7 +33,7 @@ from types import ModuleType
 GROUP = "simscale.commands"
 # The order `simscale --help` lists this package's command modules in; one not named here
 # comes after them (alphabetically), and the registered ones after all of these.
-HELP_ORDER = ("predict", "traces", "check", "models", "whatif", "schema")
+HELP_ORDER = ("predict", "traces", "check", "models", "presets", "whatif", "schema")
 
 Command = Callable[[argparse.Namespace], int]
 # simscale's own distribution registers commands in this group, so finding none means metadata

@@ -29,6 +29,7 @@ SIMSCALE_COMMANDS = [
     "combine-traces",
     "check",
     "models",
+    "presets",
     "sweep",
     "compare",
     "advise",
