@@ -315,15 +315,16 @@ def main() -> int:
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
-    print(f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6}   (medians of repeats)")
+    print(
+        f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6} {'valid runs':>11}"
+        "   (medians of all repeats, samples/s)"
+    )
     for shape in dict.fromkeys(m.shape for m in rows):
-        rr = statistics.median(
-            m.samples_per_s for m in rows if m.shape == shape and m.system == "realrun"
-        )
-        mx = statistics.median(
-            m.samples_per_s for m in rows if m.shape == shape and m.system == "mxnet"
-        )
-        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}")
+        mine = [m for m in rows if m.shape == shape]
+        rr = statistics.median(m.samples_per_s for m in mine if m.system == "realrun")
+        mx = statistics.median(m.samples_per_s for m in mine if m.system == "mxnet")
+        valid = f"{sum(m.valid for m in mine)}/{len(mine)}"
+        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f} {valid:>11}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
