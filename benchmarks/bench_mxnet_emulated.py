@@ -26,7 +26,9 @@ by default), and ``--repeats`` times in alternation:
 
 Throughput of both is the sum over workers of ``batch * gpus / mean measured iteration`` in
 emulated seconds (the machine's divided by the dilation), as realrun's record summary computes
-it. Needs root (network namespaces).
+it. Both runs are judged by realrun's own test (``realrun.emulated.machine_load.verdict``: did a
+node wait for a CPU?) over their measured window; an invalid run is kept in the CSV, marked, since
+both systems alternate under the same load. Needs root (network namespaces).
 
     python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
         [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
@@ -57,6 +59,7 @@ from simscale.spec.scenario import load_scenario  # noqa: E402
 
 CAMPAIGN = ROOT / "campaigns" / "emulated-v2.yaml"
 RUN_LIMIT_S = 600.0
+INVALID_EXIT = 3  # realrun run: the job completed, but this machine could not carry it
 
 # The MXNet worker: replays the plan (JSON, argv[1]) and writes its iteration times (argv[2]).
 MXNET_WORKER = r"""
@@ -88,6 +91,7 @@ fwd, bwd = plan["forward_s"], plan["backward_s"]
 iterations = []
 for it in range(plan["iterations"]):
     start = clock = time.perf_counter()
+    start_unix = time.time()
     wait = 0.0
     for layer, keys in enumerate(layers):
         if keys:
@@ -104,7 +108,8 @@ for it in range(plan["iterations"]):
         for k in reversed(layers[layer]):
             kv.push(k, grads[k], priority=-k)
             kv.pull(k, out=bufs[k], priority=-k)
-    iterations.append({"total_s": time.perf_counter() - start, "wait_s": wait})
+    iterations.append({"total_s": time.perf_counter() - start, "wait_s": wait,
+                       "start_unix": start_unix})
 mx.nd.waitall()
 json.dump({"rank": kv.rank, "iterations": iterations, "mxnet": mx.__version__},
           open(sys.argv[2], "w"))
@@ -123,6 +128,8 @@ class Measurement:
     host_copy_s: float  # per iteration, replayed by realrun's worker only (module docstring)
     wall_s: float
     load_average_1min: float
+    valid: bool  # realrun.emulated.machine_load's verdict on the measured window, for both
+    invalid_reason: str
 
 
 def planned_shapes(labels: list[str] | None) -> list[PlannedRun]:
@@ -141,16 +148,15 @@ def run_realrun(run: PlannedRun, out_dir: Path, repeat: int) -> Measurement:
     for o in run.overrides:
         argv += ["--set", o]
     t0, load = time.monotonic(), os.getloadavg()[0]
-    subprocess.run(
+    done = subprocess.run(
         [*argv, "-o", str(out), "--no-progress"],
-        check=True,
         cwd=ROOT,
         timeout=RUN_LIMIT_S,
         stdout=subprocess.DEVNULL,
     )
+    if done.returncode not in (0, INVALID_EXIT) or not out.exists():
+        raise RuntimeError(f"{label}: realrun run exited {done.returncode}")
     record = json.loads(out.read_text())
-    if not record.get("valid", False):
-        raise RuntimeError(f"{label}: realrun's run is invalid: {record.get('invalid_reason')}")
     scenario = load_scenario(run.scenario, list(run.overrides))
     device = emulated_device(scenario, 0)
     summary = record["summary"]
@@ -163,6 +169,8 @@ def run_realrun(run: PlannedRun, out_dir: Path, repeat: int) -> Measurement:
         (sum(device.reduce_s) + sum(device.broadcast_s)) / device.dilation,
         time.monotonic() - t0,
         load,
+        bool(record.get("valid")),
+        record.get("invalid_reason") or "",
     )
 
 
@@ -233,14 +241,15 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
                     raise TimeoutError(f"{label}: an MXNet worker did not finish")
                 if p.poll() != 0:
                     raise RuntimeError(f"{label}: an MXNet worker exited {p.poll()}")
+            results = [json.loads((work / f"out-{r}.json").read_text()) for r in range(workers)]
+            problem = _machine_verdict(launcher, results, sim.warmup_iterations)
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.signal_group(15)
                     p.wait(5)
     per_worker, means = [], []
-    for rank in range(workers):
-        result = json.loads((work / f"out-{rank}.json").read_text())
+    for rank, result in enumerate(results):
         d = scenario.realrun.dilation  # emulated seconds, as realrun.records.record.summarize
         measured = [i["total_s"] / d for i in result["iterations"][sim.warmup_iterations :]]
         mean = statistics.fmean(measured)
@@ -256,7 +265,23 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
         (sum(device.reduce_s) + sum(device.broadcast_s)) / device.dilation,
         time.monotonic() - t0,
         load,
+        problem is None,
+        problem or "",
     )
+
+
+def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) -> str | None:
+    """realrun's own test of a run (did this machine starve a node?) over MXNet's window."""
+    from realrun.emulated.machine_load import verdict
+
+    measured = [i for r in results for i in r["iterations"][warmup:]]
+    window = (
+        min(i["start_unix"] for i in measured),
+        max(i["start_unix"] + i["total_s"] for i in measured),
+    )
+    assert launcher.sampler is not None
+    launcher.sampler.sample()
+    return verdict(list(launcher.sampler.samples), window)[1]
 
 
 def main() -> int:
@@ -286,18 +311,20 @@ def main() -> int:
                 rows.append(m)
                 print(
                     f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
-                    f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f})",
+                    f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f}"
+                    f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
-    print(f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6}   (medians of repeats)")
+    print(
+        f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6} {'valid runs':>11}"
+        "   (medians of all repeats, samples/s)"
+    )
     for shape in dict.fromkeys(m.shape for m in rows):
-        rr = statistics.median(
-            m.samples_per_s for m in rows if m.shape == shape and m.system == "realrun"
-        )
-        mx = statistics.median(
-            m.samples_per_s for m in rows if m.shape == shape and m.system == "mxnet"
-        )
-        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}")
+        mine = [m for m in rows if m.shape == shape]
+        rr = statistics.median(m.samples_per_s for m in mine if m.system == "realrun")
+        mx = statistics.median(m.samples_per_s for m in mine if m.system == "mxnet")
+        valid = f"{sum(m.valid for m in mine)}/{len(mine)}"
+        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f} {valid:>11}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))

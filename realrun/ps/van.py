@@ -5,6 +5,10 @@ DEALER socket per peer. ROUTER/DEALER lets a server hold many requests from many
 answer each whenever it is ready, in any order. Array frames are sent with ``copy=False`` and
 received as views of zmq's buffers. Only the thread that runs ``poll`` may call ``send`` or
 ``reply``; other threads call ``wake`` to make it look at its queues.
+
+With the job's secret, every DEALER connection starts with realrun.auth's handshake (HELLO,
+WELCOME), handled here; messages sent before it completes wait for it, and every other message
+carries its session's tag, checked before it is decoded.
 """
 
 from __future__ import annotations

@@ -88,6 +88,9 @@ def test_a_node_reads_the_dmlc_variables():
     assert env.node_host == "127.0.0.1"  # towards a loopback scheduler, loopback
     assert node_env(env.to_env()) == env
     assert node_env({**BASE, "DMLC_INTERFACE": "lo"}).node_host == "127.0.0.1"
+    full = node_env({**BASE, "REALRUN_MESSAGE_MAC": "full"})
+    assert full.message_mac == "full" and node_env(full.to_env()) == full
+    assert env.message_mac == "header"
 
 
 @pytest.mark.parametrize(
@@ -104,6 +107,7 @@ def test_a_node_reads_the_dmlc_variables():
             "REALRUN_JOB_SECRET has 3 hex digits, expected at least 32",
         ),
         ({"REALRUN_JOB_SECRET": "zz" * 20}, "REALRUN_JOB_SECRET is not hexadecimal"),
+        ({"REALRUN_MESSAGE_MAC": "sha1"}, "REALRUN_MESSAGE_MAC='sha1', expected one of"),
     ],
 )
 def test_a_bad_environment_is_named(change, message):

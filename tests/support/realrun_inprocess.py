@@ -27,6 +27,7 @@ class InProcessJob:
         heartbeat_timeout_s: float = 4.0,
         secret: str = TEST_SECRET,
         max_message_bytes: int | None = None,
+        message_mac: str = "header",
     ) -> None:
         self.env = NodeEnv(
             "scheduler",
@@ -39,6 +40,7 @@ class InProcessJob:
             start_timeout_s=20.0,
             secret=secret,
             max_message_bytes=max_message_bytes,
+            message_mac=message_mac,
         )
         self.events: list[dict[str, Any]] = []
         self.servers: list[KVServer] = [KVServer(workers) for _ in range(servers)]

@@ -53,7 +53,8 @@ def test_a_big_array_is_split_over_every_server_and_small_ones_go_where_assign_k
     np.testing.assert_array_equal(srv.weight, np.arange(833, 1667, dtype=np.float32))
 
 
-def test_dist_sync_sums_every_workers_push_before_one_update_per_round():
+@pytest.mark.parametrize("message_mac", ["header", "full"])  # realrun.auth's two tag modes
+def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_mac):
     workers, rounds, n = 3, 4, 1500  # split over both servers
     lr, momentum, wd = 0.1, 0.9, 0.01
     w0 = np.linspace(-1, 1, n, dtype=np.float32)
@@ -71,7 +72,7 @@ def test_dist_sync_sums_every_workers_push_before_one_update_per_round():
             kv.pushpull(0, grad(po.assignment.rank, r), out).wait(10)
         return out
 
-    with InProcessJob(workers, 2) as job:
+    with InProcessJob(workers, 2, message_mac=message_mac) as job:
         results = job.run_workers(train)
     # MXNet's sgd_mom_update applied by hand to the sum of the three workers' gradients.
     w, state = w0.astype(np.float64), np.zeros(n)
