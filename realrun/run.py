@@ -154,7 +154,8 @@ def run_scenario(
     out = Path(output) if output else default_record_path(scenario, overrides)
     timeline = trace_path(trace, out)
     with open_launcher(scenario, options) as launcher:
-        job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
+        collective = scenario.kvstore.mode in ("allreduce", "ddp", "zero")
+        job_class = AllreduceJob if collective else Job
         job = job_class(path, launcher, list(overrides), progress=progress, timeout_s=timeout_s)
         job.tracing = timeline is not None
         record = job.run()

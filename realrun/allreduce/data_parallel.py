@@ -136,7 +136,6 @@ class DataParallelTrainer:
             "data_parallel": comm,
             "device": "cpu",
             "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
             "parameters": sum(t.numel() for t in self.module.parameters()),
             "measured_sent_bytes": self.sent_bytes_measured,
             "measured_iterations": p.iterations - p.warmup,
