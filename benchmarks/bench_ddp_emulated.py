@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for hosts, mbps, mode, stage in SHAPES:
             sets = [
-                f"cluster.hosts.0.count={hosts}",
-                f"cluster.hosts.0.nic_gbps={mbps / 1000}",
+                f"cluster.hosts[0].count={hosts}",
+                f"cluster.hosts[0].nic_gbps={mbps / 1000}",
                 f"kvstore.mode={mode}",
                 f"kvstore.zero.stage={stage}",
             ]
