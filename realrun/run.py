@@ -159,7 +159,8 @@ def run_scenario(
     # Every line the launcher and its nodes write goes to the log file too, and a reader of
     # stderr that goes away can no longer end the job (realrun.launching.output_log).
     with StderrLog(log) as output, open_launcher(scenario, options) as launcher:
-        job_class = AllreduceJob if scenario.kvstore.mode == "allreduce" else Job
+        collective = scenario.kvstore.mode in ("allreduce", "ddp", "zero")
+        job_class = AllreduceJob if collective else Job
         job = job_class(
             path,
             launcher,

@@ -37,8 +37,10 @@ class AllreduceJob(Job):
     def _check_mode(self) -> None:
         from realrun.allreduce.worker import check_all_reduce_compute
 
-        if self.scenario.kvstore.mode != "allreduce":
-            raise ValueError(f"kvstore.mode is {self.scenario.kvstore.mode!r}, not 'allreduce'")
+        if self.scenario.kvstore.mode not in ("allreduce", "ddp", "zero"):
+            raise ValueError(
+                f"kvstore.mode is {self.scenario.kvstore.mode!r}, not 'allreduce', 'ddp' or 'zero'"
+            )
         check_all_reduce_compute(self.scenario)
 
     def _samples_per_worker(self) -> list[int]:

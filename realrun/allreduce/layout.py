@@ -27,7 +27,10 @@ class RankSlot:
 def process_layout(scenario: Any) -> tuple[RankSlot, ...]:
     """The processes of ``scenario`` in rank order (ranks of one host are contiguous)."""
     slots: list[RankSlot] = []
-    per_gpu = scenario.kvstore.allreduce.algorithm == "ring"
+    # DDP and FSDP run one rank per GPU, as torchrun starts them.
+    per_gpu = (
+        scenario.kvstore.mode in ("ddp", "zero") or scenario.kvstore.allreduce.algorithm == "ring"
+    )
     for host in range(scenario.num_workers):
         gpus = scenario.gpus_per_worker(host)
         if per_gpu:

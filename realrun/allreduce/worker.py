@@ -124,6 +124,8 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
 
         reporter.report("environment", **environment(), **trainer.describe())
         trainer.run(lambda t: reporter.report("iteration", **asdict(t)))
+        # Again at the end, with what the run measured (a DDP/FSDP rank's bytes sent).
+        reporter.report("environment", **environment(), **trainer.describe())
         if rank_tracing():
             reporter.report("trace", **trainer.recorder.report())
         close_group(trainer.group)
@@ -158,14 +160,85 @@ def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[
     from simscale.spec.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, overrides)
+    if scenario.kvstore.mode in ("ddp", "zero"):
+        return build_data_parallel(env, store, scenario)
     plan = plan_from_scenario(scenario, env.rank, env.world_size, env.local_rank)
     torch.set_num_threads(scenario.realrun.threads_per_worker)
     group = process_group(env, store, backend_for(rank_devices(plan)[0]))
+    _prove(env, group)
+    return AllreduceTrainer(group, env.rank, plan, torch_models)
+
+
+def _prove(env: DistEnv, group: Any) -> None:
     if env.secret:  # before the first gradient: every rank of the group is the job's
         prove_membership(group, env.rank, env.world_size, env.key)
     else:
         log.warning("REALRUN_JOB_SECRET is not set: the ranks of this job are not authenticated")
-    return AllreduceTrainer(group, env.rank, plan, torch_models)
+
+
+def build_data_parallel(env: DistEnv, store: Any, scenario: Any):
+    """A DDP or FSDP rank (``realrun.allreduce.data_parallel``) on the job's gloo group."""
+    import torch
+    import torch.distributed as dist
+
+    from realrun.allreduce.data_parallel import DataParallelTrainer, wrap_group
+    from realrun.allreduce.rendezvous import process_group
+    from realrun.training import torch_models
+
+    plan = data_parallel_plan(scenario, env.rank, env.world_size, env.master_port)
+    torch.set_num_threads(scenario.realrun.threads_per_worker)
+    backend = process_group(env, store, "gloo")
+    group = wrap_group(backend, dist.PrefixStore("realrun/pg", store), env.rank, env.world_size)
+    _prove(env, backend)
+    return DataParallelTrainer(group, env.rank, plan, torch_models)
+
+
+def data_parallel_plan(scenario: Any, rank: int, world_size: int, store_port: int | None = None):
+    """This rank's DataParallelPlan; ValueError for what the DDP/FSDP ranks do not run."""
+    from realrun.allreduce.data_parallel import DataParallelPlan
+    from realrun.allreduce.layout import process_layout
+    from realrun.node import check_compute
+    from realrun.training.torch_models import GPT2_TWINS, names
+
+    kv, tr, sim = scenario.kvstore, scenario.training, scenario.simulation
+    check_all_reduce_compute(scenario)
+    check_compute(scenario)
+    if scenario.realrun.device == "cuda":
+        raise ValueError("realrun.device cuda: the DDP/FSDP ranks run on CPU over gloo only")
+    if scenario.model.name not in names():
+        raise ValueError(f"model {scenario.model.name!r} has no torch twin in realrun")
+    if kv.mode == "zero" and scenario.model.name not in GPT2_TWINS:
+        raise ValueError(
+            f"kvstore.mode zero wraps GPT-2 blocks as FSDP units; {scenario.model.name!r} is not "
+            "a GPT-2 (use a gpt2* model)"
+        )
+    slots = process_layout(scenario)
+    if world_size != len(slots):
+        raise ValueError(f"WORLD_SIZE={world_size}, but the scenario has {len(slots)} GPUs")
+    slot = slots[rank]
+    opt = tr.optimizer
+    if opt.type != "sgd":
+        raise ValueError(f"training.optimizer.type {opt.type!r}: realrun trains with sgd only")
+    return DataParallelPlan(
+        mode=kv.mode,
+        model=scenario.model.name,
+        batch_per_gpu=tr.batch_per_gpu,
+        seq_len=tr.seq_len,
+        micro_batches=tr.micro_batches,
+        host=slot.host,
+        replica=slot.first_replica,
+        iterations=sim.warmup_iterations + sim.measured_iterations,
+        warmup=sim.warmup_iterations,
+        seed=sim.seed,
+        learning_rate=opt.learning_rate,
+        momentum=opt.momentum,
+        weight_decay=opt.weight_decay,
+        bucket_mb=kv.ddp.bucket_mb,
+        first_bucket_mb=kv.ddp.first_bucket_mb,
+        stage=kv.zero.stage,
+        prefetch=kv.zero.prefetch,
+        store_port=store_port,
+    )
 
 
 def plan_from_scenario(scenario: Any, rank: int, world_size: int, local_rank: int = 0):

@@ -13,11 +13,18 @@ Only realrun imports this module: the simulator must never import torch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from realrun.training.torch_transformers import GPT2LMHead, lm_loss, token_batch
+from simscale import zoo
+from simscale.zoo.architectures.transformer import GPT2_SIZES, GPT2_TINY
+
+GPT2_SIZES_BY_NAME = {name: config for name, (_card, config) in GPT2_SIZES.items()}
 
 # Weight of the Inception v3 auxiliary loss, as in PyTorch's "Finetuning Torchvision Models"
 # tutorial (loss = loss + 0.4 * aux_loss).
@@ -491,6 +498,11 @@ _MODELS: dict[str, _Entry] = {
     "mlp": _Entry(MLP, (784,), 10),
     "convnet_small": _Entry(ConvNetSmall, (3, 32, 32), 10),
 }
+# GPT-2's twins (realrun.training.torch_transformers): the input is seq_len token ids, the
+# "classes" the vocabulary. BERT, Llama and ViT have no twin yet.
+GPT2_TWINS = {**GPT2_SIZES_BY_NAME, "gpt2_tiny": GPT2_TINY}
+for _gpt2_name, _gpt2_config in GPT2_TWINS.items():
+    _MODELS[_gpt2_name] = _Entry(partial(GPT2LMHead, _gpt2_config), (), _gpt2_config.vocab)
 
 
 def names() -> list[str]:
@@ -523,8 +535,10 @@ def synthetic_batch(
     batch_size: int,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
+    seq_len: int | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """A reproducible batch (standard-normal inputs, uniform integer labels) for ``name``.
+    """A reproducible batch (standard-normal inputs, uniform integer labels) for ``name``;
+    token ids and next-token labels of ``seq_len`` (the zoo's default when None) for GPT-2.
 
     Drawn on the CPU from ``generator`` (seed 0 when none is given) and then moved to ``device``,
     so the same seed gives the same batch on every device.
@@ -534,6 +548,11 @@ def synthetic_batch(
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     entry = _entry(name)
+    if name in GPT2_TWINS:
+        length = seq_len if seq_len is not None else zoo.default_seq_len(name)
+        assert length is not None
+        ids, labels = token_batch(GPT2_TWINS[name], batch_size, length, generator)
+        return ids.to(device), labels.to(device)
     inputs = torch.randn((batch_size, *entry.input_shape), generator=generator)
     labels = torch.randint(0, entry.num_classes, (batch_size,), generator=generator)
     return inputs.to(device), labels.to(device)
@@ -545,4 +564,6 @@ def loss(outputs: Tensor | InceptionOutputs, labels: Tensor) -> Tensor:
         return F.cross_entropy(
             outputs.logits, labels
         ) + INCEPTION_AUX_LOSS_WEIGHT * F.cross_entropy(outputs.aux_logits, labels)
+    if outputs.dim() == 3:  # a language model's (batch, seq, vocab) logits
+        return lm_loss(outputs, labels)
     return F.cross_entropy(outputs, labels)

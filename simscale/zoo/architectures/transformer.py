@@ -153,6 +153,14 @@ def _register_gpt2(name: str, card: str, config: GPT2Config) -> None:
 for _name, (_card, _config) in GPT2_SIZES.items():
     _register_gpt2(_name, _card, _config)
 
+# Not a published size: GPT-2's architecture and vocabulary at width 128, 2 blocks, 4 heads and
+# 128 positions (6.9 M parameters, 6.4 M of them the tied embedding), so realrun can train it
+# for real on a CPU core and move its 27.7 MB of gradients over an emulated cluster's links.
+GPT2_TINY = GPT2Config(128, 2, 4, positions=128)
+_register_gpt2(
+    "gpt2_tiny", "gpt2 architecture, realrun's CPU size (not a published model)", GPT2_TINY
+)
+
 
 # ---- MPT (MosaicML llm-foundry) ---------------------------------------------------------------
 
