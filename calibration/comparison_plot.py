@@ -57,9 +57,7 @@ def servers_comparison(predictions: Sequence[Prediction], path: Path, title: str
                 capsize=3,
                 label=f"{name}: measured",
             )
-            ax.plot(
-                x, [p.predicted for p in pts], "x--", color=color, label=f"{name}: predicted"
-            )
+            ax.plot(x, [p.predicted for p in pts], "x--", color=color, label=f"{name}: predicted")
         ax.set_title(f"{key[0]}, {key[1]} NICs", fontsize=9)
         ax.set_xlabel("worker hosts")
         ax.set_ylabel("samples/s")
