@@ -79,6 +79,12 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "identified parameters and of its scenario's declared ranges, and report the held-out "
         "coverage of the 90%% and 50%% intervals (0: point error only; default 8)",
     )
+    p.add_argument(
+        "--transformers",
+        action="store_true",
+        help="with --published: the transformer set (calibration/published/transformers: "
+        "DDP, ZeRO/FSDP), its fraction of peak per GPU generation fitted leave-one-campaign-out",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--plot",
@@ -274,6 +280,9 @@ def _validate_published(args: argparse.Namespace, out: dict[str, object]) -> Non
     from calibration.published import load_published
     from simscale.spec.costs import real_hardware_costs
 
+    if getattr(args, "transformers", False):
+        _validate_transformers(args, out)
+        return
     points = load_published()
     costly = [p for p in points if pf.too_costly_to_judge(p)]
     points = [p for p in points if not pf.too_costly_to_judge(p)]
@@ -308,6 +317,23 @@ def _validate_published(args: argparse.Namespace, out: dict[str, object]) -> Non
     if args.plot is not None:
         for path in _published_figures(judged, method, args.plot):
             print(f"wrote {path}", file=sys.stderr)
+
+
+def _validate_transformers(args: argparse.Namespace, out: dict[str, object]) -> None:
+    """Judge the published transformer set, one campaign held out at a time."""
+    from calibration import published_transformers as pt
+    from calibration.published import load_transformers
+
+    def held_out(campaign: str) -> None:
+        print(f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True)
+
+    judged, fits = pt.leave_one_campaign_out(load_transformers(), progress=held_out)
+    print(file=sys.stderr)
+    report = pt.report_dict(judged, fits)
+    out["published"] = report["published"]
+    out["published_summary"] = {k: v for k, v in report.items() if k != "published"}
+    if not args.json:
+        print(pt.format_report(judged, fits))
 
 
 def _published_figure_paths(out: Path) -> list[Path]:

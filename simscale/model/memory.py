@@ -106,6 +106,7 @@ def memory_use(
     stage: int,
     prefetch: int,
     capacity_gib: float,
+    flash_attention: bool = False,
 ) -> MemoryUse:
     """Peak bytes one rank holds (module doc) for ``mode`` "ddp", "zero" (at ``stage``) or any
     other (unsharded, no bucket copies)."""
@@ -127,5 +128,6 @@ def memory_use(
     elif mode == "ddp":
         gathered, what = psi * g_b, "DDP buckets"
     act_scale = 2.0 if precision in FP32_ACTIVATIONS else 1.0
-    activations = model.activation_bytes * batch_per_gpu * act_scale
+    stored = model.activation_bytes - (model.attention_score_bytes if flash_attention else 0.0)
+    activations = stored * batch_per_gpu * act_scale
     return MemoryUse(weights, grads, state, activations, gathered, capacity_gib * GIB, what)

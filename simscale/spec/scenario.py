@@ -326,6 +326,10 @@ class TrainingConfig:
     # Gradient accumulation: micro-batches of batch_per_gpu each GPU runs per optimizer step,
     # communicating after the last only (DDP's no_sync, DeepSpeed's accumulation steps).
     micro_batches: int = field(default=1, metadata=count_in(1, 100_000, "micro-batches"))
+    # How attention keeps its s x s scores for backward: "eager" stores them (Korthikanti et
+    # al.'s 5·a·s² bytes per block); "flash" (FlashAttention, PyTorch SDPA's flash kernel,
+    # llm-foundry's triton attn_impl) recomputes them in backward and stores none. Memory only.
+    attention: Literal["eager", "flash"] = "eager"
 
     @property
     def compute_precision(self) -> str:
@@ -592,6 +596,7 @@ class Scenario:
             stage=kv.zero.stage,
             prefetch=kv.zero.prefetch,
             capacity_gib=hardware.GPUS[g.resolved()[1]].memory_gib,
+            flash_attention=t.attention == "flash",
         )
 
     # ---- derived facts every consumer needs ----

@@ -37,6 +37,9 @@ class Layer:
     # Bytes of activations one sample leaves stored for backward, at 16-bit activations (twice
     # that in fp32): the memory model's activation term (simscale.model.memory).
     activation_bytes: float = 0.0
+    # The part of activation_bytes that is attention's s x s scores (softmax, dropout mask):
+    # flash attention recomputes them in backward instead of storing them.
+    attention_score_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,11 @@ class ModelSpec:
     def activation_bytes(self) -> float:
         """Activation bytes one sample stores for backward, at 16-bit activations."""
         return sum(layer.activation_bytes for layer in self.layers)
+
+    @property
+    def attention_score_bytes(self) -> float:
+        """The part of ``activation_bytes`` that flash attention does not store."""
+        return sum(layer.attention_score_bytes for layer in self.layers)
 
     def nbytes(self, precision: str = "fp32") -> int:
         return self.params * BYTES_PER_ELEMENT[precision]

@@ -53,11 +53,14 @@ def _matmul_layer(
     extra_flops: float = 0.0,
     activation_bytes: float = 0.0,
     embedding_prefixes: tuple[str, ...] = (),
+    heads: int = 0,
 ) -> Layer:
     """A Layer whose weight matrices cost 2·s·elements and biases (a norm's shift among them)
     s·elements per sample; embedding tables (names starting with ``embedding_prefixes``) are
     lookups, free."""
     flops = extra_flops
+    # A block's (``heads`` > 0) share of activation_bytes that is attention's scores.
+    score_bytes = float(BYTES_PER_ATTENTION_SCORE * heads * seq_len * seq_len)
     for a in arrays:
         if a.name.startswith(embedding_prefixes):
             continue
@@ -65,7 +68,7 @@ def _matmul_layer(
             flops += seq_len * a.elements
         elif len(a.shape) == 2:
             flops += 2.0 * seq_len * a.elements
-    return Layer(name, flops, tuple(arrays), activation_bytes)
+    return Layer(name, flops, tuple(arrays), activation_bytes, score_bytes)
 
 
 def _check_seq_len(model: str, seq_len: int, positions: int) -> None:
@@ -127,6 +130,7 @@ def gpt2(name: str, card: str, c: GPT2Config, seq_len: int) -> ModelSpec:
                 s,
                 4.0 * s * s * d,
                 _block_activation_bytes(s, d, c.heads),
+                heads=c.heads,
             )
         )
     head = [ParamArray("transformer.ln_f.weight", (d,)), ParamArray("transformer.ln_f.bias", (d,))]
@@ -193,15 +197,7 @@ def _register_mpt(name: str, d_model: int, layers: int, heads: int) -> None:
         _check_seq_len(name, seq_len, MPT_MAX_SEQ_LEN)
         config = GPT2Config(d_model, layers, heads, MPT_VOCAB, positions=seq_len)
         spec = gpt2(name, "", config, seq_len)
-        # attn_impl triton: flash attention keeps no s x s scores for backward, so a block
-        # stores Korthikanti's 34·s·d bytes alone (the 5·a·s² term is what it recomputes).
-        units = tuple(
-            replace(layer, activation_bytes=BYTES_PER_BLOCK_TOKEN * seq_len * d_model)
-            if ".h." in layer.name
-            else layer
-            for layer in spec.layers
-        )
-        return ModelSpec(name, units, MPT_SOURCE.format(size=name[4:]), seq_len=seq_len)
+        return replace(spec, source=MPT_SOURCE.format(size=name[4:]))
 
 
 for _name, (_d, _layers, _heads) in MPT_SIZES.items():
@@ -258,7 +254,9 @@ def bert(name: str, card: str, c: BertConfig, seq_len: int) -> ModelSpec:
             ParamArray(f"{p}.output.LayerNorm.bias", (d,)),
         ]
         layers.append(
-            _matmul_layer(p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads))
+            _matmul_layer(
+                p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads), heads=c.heads
+            )
         )
     # The pooler runs on the first token only.
     pooler = [ParamArray("pooler.dense.weight", (d, d)), ParamArray("pooler.dense.bias", (d,))]
@@ -323,7 +321,9 @@ def llama(name: str, card: str, c: LlamaConfig, seq_len: int) -> ModelSpec:
             ParamArray(f"{p}.post_attention_layernorm.weight", (d,)),
         ]
         layers.append(
-            _matmul_layer(p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads))
+            _matmul_layer(
+                p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads), heads=c.heads
+            )
         )
     head = [ParamArray("model.norm.weight", (d,))]
     if not c.tied_head:
@@ -412,7 +412,9 @@ def vit(name: str, card: str, c: ViTConfig) -> ModelSpec:
             ParamArray(f"{p}.mlp.3.bias", (d,)),
         ]
         layers.append(
-            _matmul_layer(p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads))
+            _matmul_layer(
+                p, arrays, s, 4.0 * s * s * d, _block_activation_bytes(s, d, c.heads), heads=c.heads
+            )
         )
     head = [
         ParamArray("encoder.ln.weight", (d,)),

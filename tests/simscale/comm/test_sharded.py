@@ -29,12 +29,8 @@ def test_a_bucket_left_below_its_cap_is_still_reduced() -> None:
 def _comm_only(mode: str, stage: int = 3) -> float:
     scenario = scenario_from_dict(
         {
-            "cluster": {
-                "hosts": [{"count": 2, "gpus_per_host": 1, "gpu": "H100", "nic_gbps": 8}]
-            },
-            "model": {
-                "arrays": [{"name": f"w{i}", "elements": 25_000_000} for i in range(8)]
-            },
+            "cluster": {"hosts": [{"count": 2, "gpus_per_host": 1, "gpu": "H100", "nic_gbps": 8}]},
+            "model": {"arrays": [{"name": f"w{i}", "elements": 25_000_000} for i in range(8)]},
             "training": {"batch_per_gpu": 1, "precision": "bf16"},
             "kvstore": {"mode": mode, "zero": {"stage": stage}},
             "simulation": {"warmup_iterations": 1, "measured_iterations": 3},

@@ -62,7 +62,8 @@ ALL_MODELS = [*TORCHVISION_PARAMS, "alexnet_mxnet", "mlp", "convnet_small"]
 def test_every_model_is_registered() -> None:
     """The zoo offers the eight torchvision models, Inception v3 as MXNet (no auxiliary head)
     and TensorFlow (nor the batch norms' gamma) define it, MXNet's AlexNet and the two small
-    test models, the transformers (tests/simscale/zoo/test_transformer.py), and no others."""
+    test models, the transformers and llm-foundry's MPT (tests/simscale/zoo/test_transformer.py), and no
+    others."""
     transformers = [
         *(f"gpt2{size}" for size in ("", "_medium", "_large", "_xl")),
         "gpt2_tiny",  # realrun's CPU-sized GPT-2, not a published size
@@ -71,6 +72,7 @@ def test_every_model_is_registered() -> None:
         *("llama2_7b", "llama2_13b", "llama2_70b", "llama3_1_8b", "llama3_2_1b"),
         "vit_b_16",
         "vit_l_16",
+        *(f"mpt_{size}" for size in ("125m", "350m", "760m", "1b", "3b", "7b", "13b")),
     ]
     assert zoo.names() == sorted([*ALL_MODELS, *transformers])
 
