@@ -65,7 +65,7 @@ def predict(scenario, efficiency: float, cores: int | None) -> float:
     from simscale.spec.costs import CostModel
 
     costs = CostModel(compute_efficiency={"cpu/fp32": efficiency})
-    return simulate(as_realrun_ran(scenario, cores), costs).samples_per_s
+    return simulate(as_realrun_ran(scenario, cores), costs).throughput_samples_per_s
 
 
 def main(argv: list[str] | None = None) -> int:
