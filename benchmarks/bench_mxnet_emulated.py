@@ -2,8 +2,8 @@
 shaping and emulated compute, alternating, so that the system realrun imitates is measured
 beside it.
 
-For each configuration of ``campaigns/emulated-v2.yaml`` picked with ``--shapes`` (labels; all
-by default), and ``--repeats`` times in alternation:
+For each configuration of ``campaigns/emulated-v2.yaml`` (or ``--campaign``) picked with
+``--shapes`` (labels; all by default), and ``--repeats`` times in alternation:
 
 - **realrun**: ``realrun run SCENARIO --launcher netns --set ...`` as the campaign runs it; its
   record's ``summary.samples_per_s``.
@@ -132,8 +132,8 @@ class Measurement:
     invalid_reason: str
 
 
-def planned_shapes(labels: list[str] | None) -> list[PlannedRun]:
-    runs = [r for r in load_campaign(CAMPAIGN, repeats=1).runs]
+def planned_shapes(labels: list[str] | None, campaign: Path = CAMPAIGN) -> list[PlannedRun]:
+    runs = list(load_campaign(campaign, repeats=1).runs)
     chosen = [r for r in runs if labels is None or r.name.removesuffix("__r1") in labels]
     if labels is not None and len(chosen) != len(labels):
         known = ", ".join(r.name.removesuffix("__r1") for r in runs)
@@ -287,6 +287,12 @@ def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mxnet-python", required=True, help="an interpreter with mxnet 1.9.1")
+    parser.add_argument(
+        "--campaign",
+        type=Path,
+        default=CAMPAIGN,
+        help="a realrun campaign file whose configurations to run (default: emulated-v2's)",
+    )
     parser.add_argument("--shapes", nargs="+", help="campaign labels (default: every one)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--csv", help="write every measurement to this CSV file")
@@ -299,7 +305,7 @@ def main() -> int:
         return 2
     rows: list[Measurement] = []
     out_dir = Path(tempfile.mkdtemp(prefix="bench-mxnet-emulated-"))
-    for run in planned_shapes(args.shapes):
+    for run in planned_shapes(args.shapes, args.campaign):
         for repeat in range(1, args.repeats + 1):
             order = ("mxnet", "realrun") if repeat % 2 else ("realrun", "mxnet")
             for system in order:
