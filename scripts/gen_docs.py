@@ -89,7 +89,7 @@ MEASUREMENTS = {
         Measurement(
             "bench-predict",
             (
-                sys.executable,
+                "python",
                 "benchmarks/bench_predict.py",
                 "--gpus",
                 "64,512,2048",
@@ -125,6 +125,8 @@ def measure(name: str, force: bool) -> Path:
         raise SystemExit(f"gen_docs: {m.path.relative_to(ROOT)}: exists; pass --force to replace")
     scratch = Path(f"/tmp/gen_docs-{os.getpid()}.json")
     argv = [a.replace("{out}", str(scratch)) for a in m.argv]
+    if argv[0] == "python":  # this interpreter: the one whose packages the checkout runs with
+        argv[0] = sys.executable
     print(f"gen_docs: measuring {name}: {shlex.join(argv)}", file=sys.stderr)
     load_before = os.getloadavg()[0]
     wall0 = time.perf_counter()
