@@ -40,8 +40,13 @@ GENERATION = {"A100": "A100", "A100-80GB": "A100", "H100": "H100", "V100": "V100
 TENSOR16 = ("fp16", "bf16")
 # Simulations of the training points one fold may spend (Jacobians included): about eight
 # trust-region steps for the two or three fractions a fold has. Measured 2026-11-28 on the
-# 2-core machine: the whole set simulates in ~25 CPU s, one fold in a few minutes.
-MAX_EVALUATIONS = 30
+# shared 2-core machine: the whole set simulates in ~25 CPU s; 30 evaluations took over 10
+# minutes for one fold, 16 of the cheaper points a few.
+MAX_EVALUATIONS = 16
+# Points on more GPUs than this are judged but not fitted to: one simulation of a 256- or
+# 512-GPU FSDP point costs 1-2 CPU s, the rest of the set together ~10 s. The fraction of peak
+# they would teach is the same one their 8- to 64-GPU neighbours teach.
+FIT_MAX_GPUS = 64
 EFFICIENCY_BOUNDS = (0.02, 1.0)
 
 
@@ -85,7 +90,7 @@ def fit_fractions(
     points: Sequence[PublishedPoint], *, max_evaluations: int = MAX_EVALUATIONS
 ) -> TransformerFit:
     """Fit each fraction the expressible ``points`` use, on their log(predicted / published)."""
-    train = [p for p in points if not p.unmodelled]
+    train = [p for p in points if not p.unmodelled and p.gpus <= FIT_MAX_GPUS]
     if not train:
         raise CalibrationError("nothing to fit: no expressible published transformer point")
     base = real_hardware_costs()

@@ -62,8 +62,8 @@ ALL_MODELS = [*TORCHVISION_PARAMS, "alexnet_mxnet", "mlp", "convnet_small"]
 def test_every_model_is_registered() -> None:
     """The zoo offers the eight torchvision models, Inception v3 as MXNet (no auxiliary head)
     and TensorFlow (nor the batch norms' gamma) define it, MXNet's AlexNet and the two small
-    test models, the transformers and llm-foundry's MPT (tests/simscale/zoo/test_transformer.py), and no
-    others."""
+    test models, the transformers and llm-foundry's MPT (tests/simscale/zoo/test_transformer.py),
+    and no others."""
     transformers = [
         *(f"gpt2{size}" for size in ("", "_medium", "_large", "_xl")),
         "gpt2_tiny",  # realrun's CPU-sized GPT-2, not a published size

@@ -1,0 +1,51 @@
+"""The published transformer set: every point loads into a valid scenario and predicts, the set
+covers what issue 37 asks of it, and the fitted mechanism is shared as the module says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from calibration.published import TRANSFORMERS_DIR, load_published, load_transformers
+from calibration.published_fit import predict_point
+from calibration.published_transformers import mechanism, with_fractions
+from simscale.spec.costs import real_hardware_costs
+
+POINTS = load_transformers()
+
+
+def test_the_set_has_the_points_and_campaigns_it_documents() -> None:
+    # 80 llm-foundry MPT rows, 40 NVIDIA BERT rows, 4 IBM fms-fsdp rows (docs/transformers.md).
+    assert len(POINTS) == 124
+    by_campaign = {c: sum(p.campaign == c for p in POINTS) for c in {p.campaign for p in POINTS}}
+    assert by_campaign == {"mosaic-llm-foundry": 80, "nvidia-dle-bert": 40, "ibm-fms-fsdp": 4}
+    systems = {p.system for p in POINTS}
+    assert systems == {"ddp", "zero", "single"}
+
+
+def test_the_transformer_set_stays_out_of_the_convolutional_one() -> None:
+    assert not {p.source for p in load_published()} & {p.source for p in POINTS}
+    assert sorted(TRANSFORMERS_DIR.glob("*.yaml"))
+
+
+def test_tokens_per_second_become_sequences_per_second() -> None:
+    p = next(p for p in POINTS if p.name == "7b-s2048-512g-mb6")
+    assert p.stated == 4951479 and p.stated_metric == "throughput_tokens_per_s"
+    assert p.value == pytest.approx(4951479 / 2048)
+    fms = next(p for p in POINTS if p.name == "7b-hsdp-a100-128gpu")
+    assert fms.value == pytest.approx(4550 * 128 / 4096)  # tokens/s per GPU x GPUs / seq_len
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[p.name for p in POINTS])
+def test_every_point_predicts_a_finite_positive_value(point) -> None:
+    value = predict_point(point, real_hardware_costs(), fitting=True)
+    assert math.isfinite(value) and value > 0
+
+
+def test_a_fraction_is_shared_by_16_bit_formats_and_both_a100_memories() -> None:
+    assert mechanism("A100-80GB", "bf16") == mechanism("A100", "fp16") == "A100/16bit"
+    assert mechanism("H100", "tf32") == "H100/tf32"
+    costs = with_fractions(real_hardware_costs(), {"A100/16bit": 0.61})
+    assert costs.efficiency("A100", "fp16") == costs.efficiency("A100-80GB", "bf16") == 0.61
+    assert costs.efficiency("H100", "bf16") == real_hardware_costs().efficiency("H100", "bf16")
