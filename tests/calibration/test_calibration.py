@@ -229,6 +229,7 @@ def test_plot_writes_the_scatter_and_scaling_figures(synthetic: Path, tmp_path: 
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
+@pytest.mark.slow  # a whole validate: 8 CPU seconds (tests.support.cpu_report)
 def test_validate_draws_the_held_out_comparison_and_never_overwrites_it(
     synthetic: Path, tmp_path: Path
 ) -> None:
