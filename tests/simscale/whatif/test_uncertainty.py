@@ -202,3 +202,26 @@ def test_the_words_name_the_fact_that_dominates_the_width_and_the_field_to_set()
     assert "the NIC's achieved rate" in iv.words and "cluster.hosts[0].nic_gbps" in iv.words
     assert iv.to_dict()["width_shares"][0]["input"] == "nic_gbps"
     assert iv.relative_width > 0.5
+
+
+def _published_sources() -> list[str]:
+    from calibration.published import PUBLISHED_DIR
+
+    return sorted(f.stem for f in PUBLISHED_DIR.glob("*.yaml"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", _published_sources())
+def test_every_published_points_scenario_gets_an_interval(source: str) -> None:
+    """The scenario of every published point (those validate simulates) gets a finite 90%
+    interval under the profile predict would use, with what the source leaves unstated
+    sampled from its instance preset's ranges."""
+    from calibration.published import PUBLISHED_DIR, load_published
+    from calibration.published_fit import too_costly_to_judge
+
+    points = load_published([PUBLISHED_DIR / f"{source}.yaml"])
+    for p in points:
+        if too_costly_to_judge(p):
+            continue
+        iv = interval(p.scenario, level=0.9, draws=2, repeats=1, executor="serial")
+        assert 0 < iv.low <= iv.high < math.inf, p.name
