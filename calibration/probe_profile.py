@@ -4,7 +4,17 @@ Each profile key comes from one measurement, bottom-up (design.md's calibration 
 
 - ``bandwidth_factor``: one TCP connection's rate over its NIC's nominal rate (the simulator
   gives a lone flow its NIC's capacity times this factor);
-- ``latency_factor``: the measured small-message round trip over the configured one;
+- ``latency_factor``: a low quantile (``RTT_QUANTILE``) of the small-message round trips, each
+  less the time its ends waited for a core (realrun.probe.round_trip), over the configured
+  round trip; per record, then the median over records. Its uncertainty is the spread between
+  records (host shapes), or within one record that between the quantile and the quartile;
+- ``connection_gbps``: one connection's rate, only where it is a limit of its own: every round
+  of several connections between the same two hosts beat every round of one (5 rounds each:
+  1 chance in 252 if they were alike); otherwise the NIC is the limit and the key stays 0;
+- ``socket_host_gbps``: the all-reduce's bus bandwidth for large messages (the slope of time
+  against size, least squares over the sizes probed), only where it stays below every usable
+  NIC rate the record's one-connection rounds reached: the collective's transport is then the
+  ceiling, as the simulator's ring applies it (simscale.comm.allreduce.ring_host_cap);
 - ``tcp_share_sigma``: the standard deviation of the log of the incast senders' shares within
   a round (a busy period, as the simulator draws its share weights);
 - ``message_overhead_us``: the sender's CPU per small message (realrun's Van);
@@ -29,11 +39,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from calibration.errors import CalibrationError
-from realrun.records.probe_record import ProbeRecord, ProbeRecordError, load_probe
+from realrun.records.probe_record import Measurement, ProbeRecord, ProbeRecordError, load_probe
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
 MIN_US = 0.5  # calibration/fit.py's lower bound of a per-message cost
+# Load only lengthens a round trip (a wait no counter saw: the delay wires', softirq work), so
+# the network's own is near the bottom of the distribution; the 10th percentile rather than
+# the minimum, which one lucky sample or clock step sets.
+RTT_QUANTILE = 0.10
 
 
 def _samples(records: Sequence[ProbeRecord], name: str) -> list[float]:
@@ -62,6 +76,52 @@ def _nominal_Bps(record: ProbeRecord, name: str) -> float | None:
     return None
 
 
+def unloaded_round_trips_s(m: Measurement) -> list[float]:
+    """Each round trip less the time its two ends waited for a core (the wall time alone
+    where a record has no waits), never below a tenth of the wall time (a counter's jitter)."""
+    ping_w = m.context.get("ping_wait_s") or []
+    echo_w = m.context.get("echo_wait_s") or []
+    if len(ping_w) != len(m.samples) or len(echo_w) != len(m.samples):
+        return list(m.samples)
+    return [max(w / 10, w - p - e) for w, p, e in zip(m.samples, ping_w, echo_w, strict=True)]
+
+
+def latency_ratio(record: ProbeRecord) -> tuple[float, float] | None:
+    """(low-quantile round trip over the configured one, log spread from that quantile to the
+    quartile) of a record, None where it has no round trip or no configured delay."""
+    m = record.measured("rtt_s")
+    configured = m.context.get("configured_rtt_s") if m is not None else None
+    if m is None or not configured or len(m.samples) < 2:
+        return None
+    cuts = statistics.quantiles(unloaded_round_trips_s(m), n=100, method="inclusive")
+    low, quartile = cuts[round(RTT_QUANTILE * 100) - 1], cuts[24]
+    return low / configured, math.log(quartile / low)
+
+
+def connection_limit(record: ProbeRecord) -> list[float] | None:
+    """One connection's rates (bytes/s) where several between the same hosts beat it in every
+    round (the connection, not the NIC, is the limit), else None."""
+    one = record.measured("tcp_connection_Bps")
+    many = record.measured("tcp_host_aggregate_Bps")
+    if one is None or many is None or len(one.samples) < 2 or len(many.samples) < 2:
+        return None
+    return list(one.samples) if min(many.samples) > max(one.samples) else None
+
+
+def allreduce_bus_Bps(record: ProbeRecord) -> float | None:
+    """The all-reduce's bus bandwidth for large messages: size over time's least-squares
+    slope, the per-call fixed cost (intercept) apart; None with fewer than two sizes."""
+    points = []
+    for name, m in record.measurements.items():
+        if name.startswith("allreduce_busbw_") and record.measured(name) is not None:
+            size = float(m.context["size_bytes"])
+            points.append((size, statistics.median(size / b for b in m.samples)))
+    if len(points) < 2:
+        return None
+    slope = statistics.linear_regression([s for s, _ in points], [t for _, t in points]).slope
+    return 1 / slope if slope > 0 else None
+
+
 def probe_values(records: Sequence[ProbeRecord]) -> tuple[dict[str, float], dict[str, float]]:
     """Profile values and their 1-sigma of log(value), from the records' measurements."""
     values: dict[str, float] = {}
@@ -75,15 +135,26 @@ def probe_values(records: Sequence[ProbeRecord]) -> tuple[dict[str, float], dict
     if ratios:
         values["bandwidth_factor"] = min(1.0, statistics.median(ratios))
         sigma["bandwidth_factor"] = _log_sd(ratios)
-    rtt_ratios = []
-    for r in records:
-        m = r.measured("rtt_s")
-        configured = m.context.get("configured_rtt_s") if m is not None else None
-        if m is not None and configured:
-            rtt_ratios += [s / configured for s in m.samples]
+    rtt = [latency_ratio(r) for r in records]
+    rtt_ratios = [x for x in rtt if x is not None]
     if rtt_ratios:
-        values["latency_factor"] = statistics.median(rtt_ratios)
-        sigma["latency_factor"] = _log_sd(rtt_ratios)
+        values["latency_factor"] = statistics.median(r for r, _ in rtt_ratios)
+        between = _log_sd([r for r, _ in rtt_ratios])
+        within = statistics.median(w for _, w in rtt_ratios)
+        sigma["latency_factor"] = max(within, between) if math.isfinite(between) else within
+    limited = [x for r in records for x in (connection_limit(r) or [])]
+    if limited:
+        values["connection_gbps"] = statistics.median(limited) * 8 / 1e9
+        sigma["connection_gbps"] = _log_sd(limited)
+    ceilings = []
+    for r in records:
+        bus, one = allreduce_bus_Bps(r), r.measured("tcp_connection_Bps")
+        if bus is not None and one is not None and bus < min(one.samples):
+            ceilings.append(bus)
+    if ceilings:
+        values["socket_host_gbps"] = statistics.median(ceilings) * 8 / 1e9
+        if len(ceilings) > 1:
+            sigma["socket_host_gbps"] = _log_sd(ceilings)
     shares = _samples(records, "incast_share_log_deviation")
     if len(shares) > 1:
         values["tcp_share_sigma"] = math.sqrt(statistics.fmean(x * x for x in shares))

@@ -10,8 +10,7 @@ import argparse
 import json
 import sys
 
-from realrun.emulated import linkprobe
-from realrun.probe import allreduce_bw, gpu_rates, server_cost, tcp_rate
+from realrun.probe import allreduce_bw, gpu_rates, round_trip, server_cost, tcp_rate
 from simscale.lifetime import stop_on_signals
 
 
@@ -57,9 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     elif a.role == "source":
         result = tcp_rate.source(a.address, a.port, a.connections, a.burst, a.rounds)
     elif a.role == "echo":
-        result = linkprobe.echo_serve(a.port, a.timeout)
+        result = round_trip.echo(a.port, a.timeout)
     elif a.role == "ping":
-        result = linkprobe.ping(a.address, a.port, a.count)
+        result = round_trip.ping(a.address, a.port, a.count)
     elif a.role == "server-cost":
         result = server_cost.measure(
             a.pushers, server_cost.DEFAULT_SIZES_BYTES, a.rounds, a.momentum

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from calibration.errors import CalibrationError
-from calibration.probe_profile import calibrate_probe
+from calibration.probe_profile import calibrate_probe, probe_values
 from realrun.records.probe_record import Measurement, ProbeRecord, write_probe
 
 HOSTS = (
@@ -16,9 +16,18 @@ HOSTS = (
 )
 
 
+WAITS_S = tuple((i % 7) * 1e-3 * (i % 2) for i in range(100))
+RTT_CONTEXT = {
+    "configured_rtt_s": 4e-4,
+    "ping_wait_s": [w / 2 for w in WAITS_S],
+    "echo_wait_s": [w / 2 for w in WAITS_S],
+}
+
+
 def _synthetic() -> ProbeRecord:
     # 80 Mbit/s = 10 MB/s; one connection gets 9 MB/s at the median: bandwidth_factor 0.9.
-    # Configured round trip 2 * (100 + 100) us = 0.4 ms; measured median 0.6 ms: factor 1.5.
+    # Configured round trip 2 * (100 + 100) us = 0.4 ms; every round trip is 0.6 ms once the
+    # time its ends waited for a core (up to 5 ms, as on a loaded machine) is taken out: 1.5.
     # Share deviations +-0.3: sigma 0.3. Sender 20 us, server push 50 us: request 30 us.
     # Merge 0.2 ns/B, merge + update 0.6 ns/B: update 0.4 ns/B.
     m = Measurement
@@ -27,7 +36,7 @@ def _synthetic() -> ProbeRecord:
         hosts=HOSTS,
         measurements={
             "tcp_connection_Bps": m("bytes/s", (8.5e6, 9e6, 9.5e6), {"sink": "h0"}),
-            "rtt_s": m("s", (5e-4, 6e-4, 7e-4), {"configured_rtt_s": 4e-4}),
+            "rtt_s": m("s", tuple(6e-4 + w for w in WAITS_S), RTT_CONTEXT),
             "incast_share_log_deviation": m("log(bytes)", (0.3, -0.3) * 50),
             "sender_message_us": m("us", (19.0, 20.0, 21.0)),
             "server_push_message_us": m("us", (45.0, 50.0, 55.0)),
@@ -78,3 +87,50 @@ def test_a_bad_probe_file_is_a_calibration_error(tmp_path) -> None:
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(CalibrationError, match="not a probe record"):
         calibrate_probe([tmp_path / "bad.json"])
+
+
+def _with(record: ProbeRecord, **measurements: Measurement) -> ProbeRecord:
+    return ProbeRecord(record.launcher, record.hosts, {**record.measurements, **measurements})
+
+
+def test_the_round_trip_is_read_at_a_low_quantile_where_load_left_no_counter() -> None:
+    # 30 of 100 round trips stretched by a wait that no counter saw: the 10th percentile
+    # still sees the network's 0.6 ms, where the median of everything would not.
+    walls = tuple(6e-4 + (3e-3 if i % 10 < 3 else 0.0) for i in range(100))
+    record = _with(_synthetic(), rtt_s=Measurement("s", walls, {"configured_rtt_s": 4e-4}))
+    values, sigma = probe_values([record])
+    assert values["latency_factor"] == pytest.approx(1.5)
+    assert sigma["latency_factor"] == pytest.approx(0.0)
+
+
+def test_one_connection_is_a_limit_only_where_several_beat_it_every_round() -> None:
+    nic_bound = _with(
+        _synthetic(),
+        tcp_host_aggregate_Bps=Measurement("bytes/s", (9.0e6, 9.2e6), {"sink": "h0"}),
+    )
+    assert "connection_gbps" not in probe_values([nic_bound])[0]
+    own_limit = _with(
+        _synthetic(),
+        tcp_host_aggregate_Bps=Measurement("bytes/s", (9.6e6, 9.8e6), {"sink": "h0"}),
+    )
+    values, _ = probe_values([own_limit])
+    assert values["connection_gbps"] == pytest.approx(9e6 * 8 / 1e9)
+
+
+def _allreduce(bus_Bps: float, fixed_s: float) -> dict[str, Measurement]:
+    out = {}
+    for size in (1 << 16, 1 << 20, 4 << 20):
+        t = fixed_s + size / bus_Bps
+        out[f"allreduce_busbw_{size}B"] = Measurement(
+            "bytes/s", (size / t,) * 3, {"size_bytes": size}
+        )
+    return out
+
+
+def test_the_all_reduce_ceiling_is_its_slope_and_only_below_one_connection() -> None:
+    # A 2 ms fixed cost per call does not count against the rate: the slope gives 5 MB/s.
+    slow = _with(_synthetic(), **_allreduce(5e6, 2e-3))
+    values, _ = probe_values([slow])
+    assert values["socket_host_gbps"] == pytest.approx(5e6 * 8 / 1e9)
+    fast = _with(_synthetic(), **_allreduce(9.6e6, 2e-3))
+    assert "socket_host_gbps" not in probe_values([fast])[0]

@@ -85,6 +85,9 @@ def test_a_netns_probe_measures_the_shaped_links_and_cleans_up(tmp_path) -> None
     nominal_Bps = 50e6 / 8
     rate = record.measured("tcp_connection_Bps").spread.median
     assert 0.7 * nominal_Bps < rate <= 1.05 * nominal_Bps  # HTB holds the 50 Mbit/s
-    assert record.measured("rtt_s").spread.min >= 4e-4  # 2 x (100 + 100) us configured
+    rtt = record.measured("rtt_s")
+    assert rtt.spread.min >= 4e-4  # 2 x (100 + 100) us configured
+    # Every round trip says how long each end waited for a core during it.
+    assert len(rtt.context["ping_wait_s"]) == len(rtt.context["echo_wait_s"]) == len(rtt.samples)
     assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
     assert root_links() == before
