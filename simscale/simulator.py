@@ -21,7 +21,7 @@ from simscale.comm.ps.client import PSClient, PSProtocol
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
-from simscale.comm.sharded import Zero3Member, members
+from simscale.comm.sharded import Zero3Member, collective_library, members
 from simscale.des.clock import CountingEnvironment, IncompleteRun, Progress, WallClock
 from simscale.des.serial import CorePool
 from simscale.des.utilization import Measured
@@ -156,6 +156,7 @@ class Simulation:
                     zero_stage=kv.zero.stage,
                     zero_bucket_mb=kv.zero.bucket_mb,
                     prefetch=kv.zero.prefetch,
+                    library=collective_library(s),
                 )
             )
         self._build_workers()
