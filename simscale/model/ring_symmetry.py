@@ -84,7 +84,7 @@ def reason_for_exact(
     if layout.shares_hosts:
         return "several workers per host (they share its NIC)"
     first = layout.hosts[layout.worker_hosts[0]]
-    if any(_hardware(layout.hosts[h]) != _hardware(first) for h in layout.worker_hosts):
+    if any(hardware(layout.hosts[h]) != hardware(first) for h in layout.worker_hosts):
         return "worker hosts differ"
     return None
 
@@ -101,7 +101,8 @@ def exact_is_cheap(scenario: Scenario, layout: Layout) -> str | None:
     )
 
 
-def _hardware(h: Host) -> tuple[object, ...]:
+def hardware(h: Host) -> tuple[object, ...]:
+    """What makes two hosts interchangeable to the model: GPUs, NIC, latency, CPU cores."""
     return (h.gpus, h.gpu, h.nic_gbps, h.latency_us, h.cpu_cores)
 
 

@@ -159,7 +159,8 @@ def reason_for_exact(
     if layout.shares_hosts:
         return "several workers per host (they share its NIC)"
     first = layout.hosts[layout.worker_hosts[0]]
-    if any(_hardware(layout.hosts[h]) != _hardware(first) for h in layout.worker_hosts):
+    alike = ring_symmetry.hardware(first)
+    if any(ring_symmetry.hardware(layout.hosts[h]) != alike for h in layout.worker_hosts):
         return "worker hosts differ"
     if not check_load:
         return None
@@ -333,10 +334,6 @@ def _compute_s(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
         costs,
     )
     return float(times.forward_s.sum() + times.backward_s.sum())
-
-
-def _hardware(h: Host) -> tuple[object, ...]:
-    return (h.gpus, h.gpu, h.nic_gbps, h.latency_us, h.cpu_cores)
 
 
 PUSHES, REPLIES = 0, 1  # the two groups of the representative's flows
