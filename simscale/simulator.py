@@ -21,11 +21,11 @@ from simscale.comm.ps.client import PSClient, PSProtocol
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
-from simscale.comm.sharded import Zero3Member, members
+from simscale.comm.sharded import Zero3Member, collective_library, members
 from simscale.des.clock import CountingEnvironment, IncompleteRun, Progress, WallClock
 from simscale.des.serial import CorePool
 from simscale.des.utilization import Measured
-from simscale.model import cluster, symmetry
+from simscale.model import cluster, ring_symmetry, symmetry
 from simscale.model.compute import layer_times
 from simscale.model.input_pipeline import InputPipeline, worker_loader
 from simscale.model.stragglers import gpu_jitter, straggler_factor, synchronised_gpus
@@ -76,8 +76,11 @@ class Simulation:
         full = self.full_layout
         choice = symmetry.choose_path(self.scenario, full, self.costs, path, trace=trace)
         self.layout = full
-        self.reduction: symmetry.Reduction | None = None
-        if choice.reduced:
+        self.reduction: symmetry.Reduction | ring_symmetry.RingReduction | None = None
+        if choice.reduced and ring_symmetry.is_collective(self.scenario):
+            self.reduction = ring_symmetry.reduce(full)
+            self.layout = self.reduction.layout
+        elif choice.reduced:
             self.reduction = symmetry.reduce(full)
             self.layout = self.reduction.layout
         self.path = choice.name
@@ -120,8 +123,20 @@ class Simulation:
             self._build_servers()
         elif s.kvstore.mode in COLLECTIVE_MODES:
             on_buffer = self.key_phases.buffer if self.key_phases else None
+            # On the symmetric path the representative's ring has the real cluster's W hosts
+            # and sends to its successor (simscale.model.ring_symmetry).
+            reduced = isinstance(self.reduction, ring_symmetry.RingReduction)
             self.allreduce = AllReduce.for_scenario(
-                env, self.net, self.topology, lay, s, costs, self.key_bytes, on_buffer
+                env,
+                self.net,
+                self.topology,
+                lay,
+                s,
+                costs,
+                self.key_bytes,
+                on_buffer,
+                ring_size=self.full_layout.num_workers,
+                successor=ring_symmetry.SUCCESSOR if reduced else None,
             )
         self.sharded: list[Communicator] = []
         if s.kvstore.mode in ("ddp", "zero"):
@@ -141,6 +156,7 @@ class Simulation:
                     zero_stage=kv.zero.stage,
                     zero_bucket_mb=kv.zero.bucket_mb,
                     prefetch=kv.zero.prefetch,
+                    library=collective_library(s),
                 )
             )
         self._build_workers()

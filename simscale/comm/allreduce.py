@@ -78,10 +78,23 @@ class AllReduce:
         ceiling_why: str = "",
         tensor_overhead_s: float = 0.0,
         intra_step_s: float = NVLINK_STEP_S,
+        ring_size: int | None = None,
+        successor: int | None = None,
     ) -> None:
         self.env = env
         self.net = net
-        self.hosts = worker_hosts
+        self.hosts = worker_hosts  # the simulated workers' hosts: a collective waits for each
+        # The hosts of the ring (the real cluster's; more than ``worker_hosts`` where one
+        # representative stands for them all), and each step's sends: host i to host i + 1,
+        # or the representative's to ``successor`` standing for all of them
+        # (simscale.model.ring_symmetry).
+        self.ring_size = len(worker_hosts) if ring_size is None else ring_size
+        w = len(worker_hosts)
+        self.ring_sends = (
+            [(worker_hosts[i], worker_hosts[(i + 1) % w]) for i in range(w)]
+            if successor is None
+            else [(worker_hosts[0], successor)]
+        )
         self.gpus = gpus
         self.peer_link_Bps = peer_link_Bps
         self.key_bytes = key_bytes
@@ -117,9 +130,12 @@ class AllReduce:
         costs: CostModel,
         key_bytes: list[float],
         on_buffer: Callable[[list[tuple[int, int]], float, float, float], None] | None = None,
+        ring_size: int | None = None,
+        successor: int | None = None,
     ) -> AllReduce:
         """The all-reduce of ``scenario``'s workers on ``layout``: its hosts all alike, the
-        first one's GPUs and transport ceiling (``ring_host_cap``) stand for every one."""
+        first one's GPUs and transport ceiling (``ring_host_cap``) stand for every one.
+        ``ring_size`` and ``successor``: a representative worker's ring (``__init__``)."""
         first = layout.hosts[layout.worker_hosts[0]]
         gpu = GPUS[str(first.gpu)]
         ar = scenario.kvstore.allreduce
@@ -129,7 +145,7 @@ class AllReduce:
         # the hierarchical data path's (the bytes through each NIC are the same to 1/N).
         torch = scenario.kvstore.mode in ("ddp", "zero")
         gbps, why = ring_host_cap(scenario, costs, first.gpus, flat=True if torch else None)
-        ends = layout.worker_hosts[0], layout.worker_hosts[-1]
+        ends = layout.worker_hosts[0], layout.worker_hosts[-1] if successor is None else successor
         hop_s = topology.path_latency_s(*ends) * costs.latency_factor
         message_s = costs.message_overhead_us * 1e-6
         if torch and all(g.resolved_transport() != "tcp" for g in scenario.cluster.hosts):
@@ -151,6 +167,8 @@ class AllReduce:
             ceiling_why=why,
             tensor_overhead_s=0.0 if torch else costs.allreduce_tensor_us * 1e-6,
             intra_step_s=intra_host_step_s(gpu),
+            ring_size=ring_size,
+            successor=successor,
         )
 
     def member(self, worker: int) -> Communicator:
@@ -231,7 +249,7 @@ class AllReduce:
     def _allreduce(self, nbytes: float, fraction: float = 1.0) -> simpy.events.ProcessGenerator:
         """An all-reduce of ``nbytes``, or with ``fraction`` 1/2 its reduce-scatter or
         all-gather half (the same hops, half the ring's steps)."""
-        w, g = len(self.hosts), self.gpus
+        w, g = self.ring_size, self.gpus
         if self.algorithm == "hierarchical" or w == 1:
             intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps if g > 1 else 0.0
             yield self.env.timeout(intra * fraction / 2)  # reduce-scatter inside the host
@@ -270,10 +288,7 @@ class AllReduce:
         """
         steps = 2 * (w - 1) if steps is None else steps
         network_steps = steps if network_steps is None else network_steps
-        sends = [
-            self.net.transfer(self.hosts[i], self.hosts[(i + 1) % w], steps * chunk_bytes)
-            for i in range(w)
-        ]
+        sends = [self.net.transfer(a, b, steps * chunk_bytes) for a, b in self.ring_sends]
         if intra_step_s > 0:
             sends.append(self.env.timeout(steps * intra_step_s))
         if self.connection_Bps > 0 and w > 1:

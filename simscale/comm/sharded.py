@@ -21,6 +21,14 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   1.5 times DDP's traffic. The worker waits for a unit's gather (``gather``), which is where
   stage 3's communication shows.
 
+The library matters (``collective_library``: gloo where the ranks are CPUs, as realrun and
+torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
+(``REDUCE_SCATTER_FRACTION``), so FSDP over gloo moves 1.5 times DDP's bytes even at stage 2.
+Not modelled yet: FSDP keeps its root unit (everything outside the wrapped blocks: GPT-2's
+embeddings and final norm) gathered from forward to backward, where stage 3 here gathers every
+unit again before backward; realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends
+3(n-1)/n B plus (n-1)/n of the blocks' bytes, this model 4(n-1)/n B over gloo.
+
 The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
 and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
 """
@@ -33,10 +41,27 @@ import simpy
 
 from simscale.comm.allreduce import AllReduce
 from simscale.comm.communicator import Done
+from simscale.spec.scenario import Scenario
 from simscale.zoo import ModelSpec
 
 MIB = 2**20
 HALF = 0.5  # a reduce-scatter or an all-gather: half an all-reduce's ring steps
+
+# Of an all-reduce's traffic, what each library's reduce-scatter moves. NCCL's ring
+# reduce-scatter is half an all-reduce, (n-1)/n of the buffer per rank. gloo has no
+# reduce-scatter of its own: torch's ProcessGroupGloo runs it as an all-reduce of the whole
+# buffer and keeps the rank's shard, 2(n-1)/n per rank. Measured in realrun with the kernel's
+# TCP_INFO byte counts (tests/realrun/allreduce/test_data_parallel.py, docs/realrun-ddp.md):
+# FSDP over gloo sends 3(n-1)/n of the gradients' bytes per step at stage 2, where NCCL's
+# ZeRO-2 sends 2(n-1)/n. All-gathers are half an all-reduce on both.
+REDUCE_SCATTER_FRACTION = {"nccl": HALF, "gloo": 1.0}
+
+
+def collective_library(scenario: Scenario) -> str:
+    """The library torch hands the job's collectives to, as realrun and PyTorch choose it:
+    gloo where the workers are CPUs (``gpu: cpu``), NCCL on GPUs."""
+    gpus = {g.resolved()[1] for g in scenario.cluster.hosts}
+    return "gloo" if gpus == {"cpu"} else "nccl"
 
 
 def reverse_buckets(key_bytes: list[float], first_cap: float, cap: float) -> list[list[int]]:
@@ -103,8 +128,11 @@ class Zero12Member:
     """One worker's ZeRO stage 1/2: bucketed reduce-scatters, then the parameters' all-gather
     after the last, every key's new weights ready when the whole gather is done."""
 
-    def __init__(self, ar: AllReduce, worker: int, buckets: _Buckets) -> None:
+    def __init__(
+        self, ar: AllReduce, worker: int, buckets: _Buckets, reduce_scatter: float = HALF
+    ) -> None:
         self.ar, self.worker, self.b = ar, worker, buckets
+        self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
         self.reduced: dict[int, int] = {}
         self.dones: dict[int, list[Done]] = {}
 
@@ -120,7 +148,8 @@ class Zero12Member:
                 del self.reduced[iteration]
                 self._gather(iteration)
 
-        self.ar.submit(("rs", iteration, b), iteration, b, self.b.bytes[b], HALF, reduced)
+        nbytes, fraction = self.b.bytes[b], self.reduce_scatter
+        self.ar.submit(("rs", iteration, b), iteration, b, nbytes, fraction, reduced)
 
     def _gather(self, iteration: int) -> None:
         dones = self.dones.pop(iteration)
@@ -148,8 +177,10 @@ class Zero3Member:
         model: ModelSpec,
         bytes_per_element: int,
         prefetch: int,
+        reduce_scatter: float = HALF,
     ) -> None:
         self.env, self.ar, self.worker, self.prefetch = env, ar, worker, prefetch
+        self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
         self.unit_bytes = [
             float(sum(a.elements for a in layer.arrays) * bytes_per_element)
             for layer in model.layers
@@ -192,7 +223,8 @@ class Zero3Member:
         if len(dones) == self.keys_in[layer]:
             finish = _call_all(self.grads.pop((iteration, layer)))
             nbytes = self.unit_bytes[layer]
-            self.ar.submit(("rs3", iteration, layer), iteration, layer, nbytes, HALF, finish)
+            tag, fraction = ("rs3", iteration, layer), self.reduce_scatter
+            self.ar.submit(tag, iteration, layer, nbytes, fraction, finish)
 
 
 def members(
@@ -209,13 +241,16 @@ def members(
     zero_stage: int,
     zero_bucket_mb: float,
     prefetch: int,
+    library: str = "nccl",
 ) -> list[DDPMember | Zero12Member | Zero3Member]:
-    """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc)."""
+    """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc), its
+    reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them."""
+    rs = REDUCE_SCATTER_FRACTION[library]
     if mode == "ddp":
         groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
         return [DDPMember(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
     if zero_stage in (1, 2):
         cap = zero_bucket_mb * 1e6
         groups = reverse_buckets(key_bytes, cap, cap)
-        return [Zero12Member(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
-    return [Zero3Member(env, ar, w, model, bytes_per_element, prefetch) for w in range(workers)]
+        return [Zero12Member(ar, w, _Buckets(groups, key_bytes), rs) for w in range(workers)]
+    return [Zero3Member(env, ar, w, model, bytes_per_element, prefetch, rs) for w in range(workers)]

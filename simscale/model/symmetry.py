@@ -41,6 +41,7 @@ from functools import cached_property
 
 import numpy as np
 
+from simscale.model import ring_symmetry
 from simscale.model.cluster import Host, Layout
 from simscale.model.compute import layer_times
 from simscale.spec.costs import CostModel
@@ -79,6 +80,8 @@ def choose_path(
     ValueError for an unknown path, or "symmetric" where the reduction cannot be built."""
     if path not in PATHS:
         raise ValueError(f"path: got {path!r}, expected one of {', '.join(PATHS)}")
+    if ring_symmetry.is_collective(scenario):
+        return _choose_collective_path(scenario, full, costs, path, trace)
     structural = reason_for_exact(scenario, full, costs, trace=trace, check_load=False)
     if path == "symmetric" and structural is not None:
         raise ValueError(f"the symmetric path does not apply: {structural}")
@@ -102,6 +105,27 @@ def choose_path(
         why = f"; the exact model is out of reach ({out_of_reach})" if out_of_reach else ""
         words += f", APPROXIMATE: {beyond}{why}; {APPROXIMATION_ERROR}"
     return PathChoice(True, approximate, words)
+
+
+def _choose_collective_path(
+    scenario: Scenario, full: Layout, costs: CostModel, path: str, trace: bool
+) -> PathChoice:
+    """``choose_path`` for a collective job (simscale.model.ring_symmetry): the reduction is
+    exact wherever it can be built, so "auto" takes it wherever the exact model is expensive."""
+    structural = ring_symmetry.reason_for_exact(scenario, full, costs, trace=trace)
+    if path == "symmetric" and structural is not None:
+        raise ValueError(f"the symmetric path does not apply: {structural}")
+    if path == "exact":
+        return PathChoice(False, False, "asked for")
+    if path == "auto":
+        reason = structural or ring_symmetry.exact_is_cheap(scenario, full)
+        if reason is not None:
+            return PathChoice(False, False, reason)
+    words = (
+        f"{full.num_workers} identical workers simulated as one: each ring flow loads one "
+        "egress and one ingress, all alike"
+    )
+    return PathChoice(True, False, words)
 
 
 def reason_for_exact(
@@ -135,7 +159,8 @@ def reason_for_exact(
     if layout.shares_hosts:
         return "several workers per host (they share its NIC)"
     first = layout.hosts[layout.worker_hosts[0]]
-    if any(_hardware(layout.hosts[h]) != _hardware(first) for h in layout.worker_hosts):
+    alike = ring_symmetry.hardware(first)
+    if any(ring_symmetry.hardware(layout.hosts[h]) != alike for h in layout.worker_hosts):
         return "worker hosts differ"
     if not check_load:
         return None
@@ -309,10 +334,6 @@ def _compute_s(scenario: Scenario, layout: Layout, costs: CostModel) -> float:
         costs,
     )
     return float(times.forward_s.sum() + times.backward_s.sum())
-
-
-def _hardware(h: Host) -> tuple[object, ...]:
-    return (h.gpus, h.gpu, h.nic_gbps, h.latency_us, h.cpu_cores)
 
 
 PUSHES, REPLIES = 0, 1  # the two groups of the representative's flows

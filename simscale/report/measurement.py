@@ -241,6 +241,8 @@ class Measurement:
             host_part, _, direction = stat.name.partition(".")
             if host_part.startswith("host"):
                 h = int(host_part[4:])
+                if self.copies is not None and h not in roles:
+                    continue  # a reduced ring's successor: only the far end of a flow
                 who = " + ".join(roles.get(h, [])) or lay.hosts[h].name
                 desc = f"host {h} ({who}) NIC {direction}"
                 if self.copies is not None:  # name the real host, not the reduced index

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from simscale.comm.sharded import MIB, reverse_buckets
-from simscale.simulator import simulate
-from simscale.spec.scenario import scenario_from_dict
+from simscale.comm.sharded import MIB, collective_library, reverse_buckets
+from simscale.simulator import Simulation, simulate
+from simscale.spec.scenario import load_scenario, scenario_from_dict
+from tests.support.paths import SCENARIOS
+
+TINY_DDP = SCENARIOS / "emulated" / "gpt2-tiny-ddp.yaml"
 
 
 def test_ddp_buckets_fill_in_reverse_order_first_small_then_at_the_cap() -> None:
@@ -48,3 +51,41 @@ def test_zero_stage_1_and_2_move_what_ddp_moves_and_stage_3_half_as_much_again()
     assert stage1 == pytest.approx(ddp, rel=0.05)
     assert stage2 == pytest.approx(stage1, rel=1e-9)
     assert stage3 == pytest.approx(1.5 * ddp, rel=0.05)
+
+
+def _sent_per_rank_per_step(hosts: int, gpu: str, overrides: list[str]) -> float:
+    """Bytes host 0's NIC sent per measured iteration, as a multiple of (n-1)/n of the
+    gradients' bytes B (gpt2_tiny, one rank per host, the emulated-cluster scenario)."""
+    s = load_scenario(
+        TINY_DDP,
+        [f"cluster.hosts[0].count={hosts}", f"cluster.hosts[0].gpu={gpu}", *overrides],
+    )
+    sim = Simulation(s, path="exact")
+    result = sim.run()
+    grads = sum(a.elements * 4 for a in s.model_spec().arrays)
+    sent = next(st.bytes_carried for st in sim.net.link_stats() if st.name == "host0.egress")
+    return sent / result.iterations_measured / ((hosts - 1) / hosts * grads)
+
+
+ZERO2 = ["kvstore.mode=zero", "kvstore.zero.stage=2"]
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_gloo_sends_what_realrun_measured_ddp_twice_and_fsdp_three_times(hosts: int) -> None:
+    """CPU ranks run gloo, whose reduce-scatter is an all-reduce: per step a rank sends
+    2(n-1)/n B under DDP and 3(n-1)/n B under FSDP's SHARD_GRAD_OP, the formulas realrun's
+    kernel byte counts hold to 2% and 0.5% (tests/realrun/allreduce/test_data_parallel.py)."""
+    assert _sent_per_rank_per_step(hosts, "cpu", ["kvstore.mode=ddp"]) == pytest.approx(2.0)
+    assert _sent_per_rank_per_step(hosts, "cpu", ZERO2) == pytest.approx(3.0)
+
+
+def test_nccl_reduce_scatters_half_an_all_reduce() -> None:
+    """On GPUs (NCCL) ZeRO-2 sends what DDP sends, 2(n-1)/n B: the reduce-scatter and the
+    all-gather are half an all-reduce each."""
+    assert _sent_per_rank_per_step(2, "V100", ZERO2) == pytest.approx(2.0)
+
+
+def test_the_library_is_gloo_on_cpus_and_nccl_on_gpus() -> None:
+    path = TINY_DDP
+    assert collective_library(load_scenario(path)) == "gloo"
+    assert collective_library(load_scenario(path, ["cluster.hosts[0].gpu=A100"])) == "nccl"
