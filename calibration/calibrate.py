@@ -9,8 +9,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from calibration.fit import PARAMETERS, FitResult, fit
-from calibration.published import load_published
+from calibration.published import load_published, load_transformers
 from calibration.published_fit import COMM_FIT, PublishedFit, fit_published, judge
+from calibration.published_transformers import (
+    FIT_MAX_GPUS,
+    GENERATION,
+    TransformerFit,
+    fit_fractions,
+)
 from calibration.runs import RunSet, load_runs
 from simscale.spec.hardware import GPUS
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
@@ -92,5 +98,46 @@ def calibrate_published(
         description=f"real-cluster profile fitted on {len(points)} published points of the "
         f"campaigns {', '.join(sorted({p.campaign for p in points}))}; "
         f"files: {', '.join(Path(f).name for f in files)}",
+    )
+    return profile, fitted
+
+
+def calibrate_transformers(
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Profile, TransformerFit]:
+    """Fit the fraction of tensor-core peak per GPU generation on every expressible point of the
+    published transformer set (calibration/published_transformers.py) and make it a profile for
+    the GPUs of the generations it fitted, real compute (``simscale predict --profile``)."""
+    points = load_transformers()
+    if progress is not None:
+        progress("fitting the fractions of peak on every campaign")
+    fitted = fit_fractions(points)
+    used = [p for p in points if not p.unmodelled and p.gpus <= FIT_MAX_GPUS]
+    if progress is not None:
+        progress(f"judging the {len(used)} fitted points in-sample")
+    judged = judge(used, fitted.costs)
+    generations = {key.split("/", 1)[0] for key in fitted.fractions}
+    files = sorted({p.path for p in points})
+    fractions = ", ".join(f"{k} {v:.3f}" for k, v in sorted(fitted.fractions.items()))
+    profile = Profile(
+        schema_version=PROFILE_SCHEMA_VERSION,
+        costs=fitted.costs,
+        scope=tuple(g for g, gen in GENERATION.items() if gen in generations),
+        compute="real",
+        fit=FitInfo(
+            date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            records=tuple(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files),
+            parameters=tuple(f"compute_efficiency[{k}]" for k in sorted(fitted.fractions)),
+            train_mape=float(sum(j.ape for j in judged) / len(judged)),
+            method="scipy.optimize.least_squares (trf, soft-L1) on log(predicted/published), "
+            "one fraction of peak per GPU generation and tensor format, the other costs at "
+            f"their published starting figures, {fitted.evaluations} evaluations; "
+            "calibration/published_transformers.py. Held-out error: simscale validate "
+            "--published --transformers",
+        ),
+        description=f"transformer compute profile: fractions of peak ({fractions}) fitted on "
+        f"{fitted.fitted_points} published points (<= {FIT_MAX_GPUS} GPUs) of the campaigns "
+        f"{', '.join(sorted({p.campaign for p in used}))}; files: "
+        f"{', '.join(Path(f).name for f in files)}",
     )
     return profile, fitted

@@ -41,6 +41,13 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         help="fit the real-hardware profile to the published measurements instead of runs",
     )
     p.add_argument(
+        "--transformers",
+        action="store_true",
+        help="with --published: fit the fraction of tensor-core peak per GPU generation on the "
+        "transformer set (calibration/published/transformers), e.g. -o "
+        "profiles/transformers-v1.yaml",
+    )
+    p.add_argument(
         "--probe",
         type=Path,
         nargs="+",
@@ -158,6 +165,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from simscale.spec.profile import save_profile
 
     refuse_overwrite([args.output], args.force)
+    if args.transformers and not args.published:
+        raise CalibrationError("--transformers fits the published transformer set: add --published")
+    if args.published and args.transformers:
+        return _calibrate_transformers(args)
     if args.published:
         return _calibrate_published(args)
     if args.probe:
@@ -199,6 +210,24 @@ def _calibrate_probe(args: argparse.Namespace) -> int:
         sigma = profile.fit.uncertainty.get(name, float("nan"))
         value = getattr(profile.costs, name)
         print(f"  {name:<32} {value:12.4g}   (1-sigma {sigma:.1%} of the value)")
+    print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
+    return 0
+
+
+def _calibrate_transformers(args: argparse.Namespace) -> int:
+    from calibration.calibrate import calibrate_transformers
+    from simscale.spec.profile import save_profile
+
+    if args.runs or args.fit is not None:
+        raise CalibrationError(
+            "--published --transformers fits the fractions of peak only: no run records, no --fit"
+        )
+    profile, fitted = calibrate_transformers(progress=lambda s: print(s, file=sys.stderr))
+    save_profile(profile, args.output)
+    print(f"fitted {fitted.fitted_points} published transformer points")
+    for key, value in sorted(fitted.fractions.items()):
+        print(f"  fraction of peak {key:<14} {value:.4f}")
+    print(f"training error: mean {profile.fit.train_mape:.1%} over the fitted points (in-sample)")
     print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
     return 0
 

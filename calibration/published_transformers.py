@@ -36,7 +36,13 @@ from calibration.published_fit import (
 from simscale.spec.costs import CostModel, real_hardware_costs
 
 # GPU presets that are one chip: their tensor cores reach the same fraction of peak.
-GENERATION = {"A100": "A100", "A100-80GB": "A100", "H100": "H100", "V100": "V100"}
+GENERATION = {
+    "A100": "A100",
+    "A100-80GB": "A100",
+    "H100": "H100",
+    "H100-96GB": "H100",
+    "V100": "V100",
+}
 TENSOR16 = ("fp16", "bf16")
 # Simulations of the training points one fold may spend (Jacobians included): about eight
 # trust-region steps for the two or three fractions a fold has. Measured 2026-11-28 on the

@@ -112,7 +112,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         print(payload)
     else:
-        _print_report(args, scenario, result, extra, iv, where)
+        _print_report(args, scenario, costs, result, extra, iv, where)
     return 0
 
 
@@ -190,18 +190,24 @@ def _extra_fields(
 def _print_report(
     args: argparse.Namespace,
     scenario: Scenario,
+    costs: CostModel,
     result: Result,
     extra: dict[str, Any],
     iv: Interval | None,
     where: str,
 ) -> None:
     from simscale.report.results import format_table
+    from simscale.whatif.rows import compute_efficiency_used
 
     print(format_table(result))
     print(f"\ncost          {_cost_words(extra['cost'])}")
     if iv is not None:
         print(f"\ninterval      {iv.words}")
     print(f"costs         {where}")
+    assumed = extra.get("compute_efficiency_assumed", {})
+    for key, value in compute_efficiency_used(scenario, costs).items():
+        if key not in assumed:  # an assumed one gets its own warning below
+            print(f"compute       {key} at {value:.3g} of its peak FLOP/s ({where})")
     for key, value in extra.get("compute_efficiency_assumed", {}).items():
         print(
             f"              {key}: no fitted compute efficiency (no published point for "

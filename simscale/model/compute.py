@@ -1,7 +1,9 @@
 """How long a GPU takes for each layer: FLOPs over achieved FLOP/s.
 
 The zoo gives forward FLOPs per sample per layer; the hardware preset gives the peak; the cost
-model gives the achieved efficiency. Backward costs BACKWARD_TO_FORWARD times the forward.
+model gives the achieved efficiency. Backward costs BACKWARD_TO_FORWARD times the forward, plus
+the forward FLOPs activation checkpointing recomputes (``Layer.recompute_flops``,
+simscale.model.checkpointing) at the same speed.
 
 A layer built around a 3x3 convolution runs ``winograd_3x3_speedup`` times faster than its direct
 FLOP count says: cuDNN computes such convolutions with Winograd's minimal filtering (Lavin & Gray
@@ -54,7 +56,11 @@ def layer_times(
     fwd = flops * batch / flops_per_s
     if costs.layer_overhead_us > 0 and gpu != "cpu":
         fwd = fwd + costs.layer_overhead_us * 1e-6
-    return LayerTimes(forward_s=fwd, backward_s=fwd * BACKWARD_TO_FORWARD)
+    bwd = fwd * BACKWARD_TO_FORWARD
+    recompute = np.array([layer.recompute_flops for layer in model.layers], dtype=float)
+    if recompute.any():
+        bwd = bwd + recompute * batch / flops_per_s
+    return LayerTimes(forward_s=fwd, backward_s=bwd)
 
 
 WINOGRAD_KERNELS = (3, 5)  # square filters cuDNN runs with Winograd (5x5 since cuDNN 5.1)

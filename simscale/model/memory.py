@@ -17,8 +17,9 @@ gradient before it is reduce-scattered. PyTorch DDP copies gradients into its bu
 default ``gradient_as_bucket_view=False``; torch's docs: turning it on saves "the total
 gradients size"), so DDP holds the gradients twice.
 
-Activations are the zoo layers' stored bytes per sample (simscale.zoo.spec.Layer) times the
-micro-batch, doubled when the network computes in fp32 or tf32. Not counted: the CUDA context
+Activations are the zoo layers' stored bytes per sample (simscale.zoo.spec.Layer), less what
+activation checkpointing recomputes (simscale.model.checkpointing), times the micro-batch,
+doubled when the network computes in fp32 or tf32. Not counted: the CUDA context
 and library workspaces (a few hundred MB to a GB, varying by version) and allocator
 fragmentation; so "fits" means the model's own state fits.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simscale.model.checkpointing import stored_activation_bytes
 from simscale.zoo import ModelSpec
 
 GIB = 2**30
@@ -107,6 +109,7 @@ def memory_use(
     prefetch: int,
     capacity_gib: float,
     flash_attention: bool = False,
+    checkpointing: str = "none",
 ) -> MemoryUse:
     """Peak bytes one rank holds (module doc) for ``mode`` "ddp", "zero" (at ``stage``) or any
     other (unsharded, no bucket copies)."""
@@ -128,6 +131,6 @@ def memory_use(
     elif mode == "ddp":
         gathered, what = psi * g_b, "DDP buckets"
     act_scale = 2.0 if precision in FP32_ACTIVATIONS else 1.0
-    stored = model.activation_bytes - (model.attention_score_bytes if flash_attention else 0.0)
+    stored = stored_activation_bytes(model, checkpointing, flash_attention)
     activations = stored * batch_per_gpu * act_scale
     return MemoryUse(weights, grads, state, activations, gathered, capacity_gib * GIB, what)

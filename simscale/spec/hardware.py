@@ -118,6 +118,24 @@ GPUS: dict[str, GPUSpec] = {
             peak_bf16_tflops=989.4,
             peak_fp8_tflops=1978.9,
         ),
+        # H100 SXM with 96 GB HBM2e (2.4 TB/s) at a 500 W power limit, Meta's Grand Teton hosts
+        # (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"). Its
+        # peak is not published: the source says it lies "between SXM and NVL, and we don't
+        # know its exact value" and quotes MFU against the SXM5 peak, so the SXM5 figures are
+        # kept here and the fitted fraction of peak absorbs the lower clock.
+        GPUSpec(
+            "H100-96GB",
+            67.0,
+            989.0,
+            PCIE5_X16_GBYTES,
+            900.0,
+            96,
+            "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (96 GB HBM2e, "
+            "500 W, NVLink); peaks of the NVIDIA H100 SXM5 data sheet",
+            peak_tf32_tflops=494.7,
+            peak_bf16_tflops=989.4,
+            peak_fp8_tflops=1978.9,
+        ),
         # A CPU worker thread for realrun's CPU world. One AVX2 core: 2 FMA units x 8 FP32
         # lanes x 2 FLOPs x ~2.5 GHz = 80 GFLOP/s peak; what PyTorch achieves on it is the
         # calibrated efficiency. Gradients already live in host memory, hence the high link.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from simscale import zoo
+from simscale.model.checkpointing import checkpointed
 from simscale.model.memory import MemoryUse, memory_use
 from simscale.spec import hardware
 from simscale.spec.config import (
@@ -330,6 +331,11 @@ class TrainingConfig:
     # al.'s 5·a·s² bytes per block); "flash" (FlashAttention, PyTorch SDPA's flash kernel,
     # llm-foundry's triton attn_impl) recomputes them in backward and stores none. Memory only.
     attention: Literal["eager", "flash"] = "eager"
+    # Activation checkpointing of each transformer block (Korthikanti et al. 2022): "selective"
+    # recomputes attention's s x s part in backward instead of storing it, "full" keeps only
+    # each block's input and reruns its forward (simscale.model.checkpointing). Memory and
+    # compute.
+    activation_checkpointing: Literal["none", "selective", "full"] = "none"
 
     @property
     def compute_precision(self) -> str:
@@ -558,6 +564,14 @@ class Scenario:
                 self.model_spec()
             except ValueError as e:
                 raise ConfigError("training.seq_len", str(e)) from None
+        if t.activation_checkpointing != "none" and not any(
+            layer.input_bytes > 0 for layer in self.model.spec(t.seq_len).layers
+        ):
+            raise ConfigError(
+                "training.activation_checkpointing",
+                f"got {t.activation_checkpointing!r} with model {name or 'of explicit arrays'}, "
+                "expected 'none' or a transformer (its blocks are what is checkpointed)",
+            )
         for i, g in enumerate(self.cluster.hosts):
             gpu = hardware.GPUS[g.resolved()[1]]
             if not gpu.supports(t.compute_precision):
@@ -578,8 +592,8 @@ class Scenario:
                 raise ConfigError(
                     "training.batch_per_gpu",
                     f"does not fit: {use.describe()} on a {gpu} of cluster.hosts[{i}]; expected "
-                    "a smaller batch or seq_len, more micro_batches, a higher kvstore.zero.stage "
-                    "or more GPUs",
+                    "a smaller batch or seq_len, more micro_batches, activation_checkpointing, "
+                    "a higher kvstore.zero.stage or more GPUs",
                 )
 
     def memory_use(self, group: int = 0) -> MemoryUse:
@@ -597,6 +611,7 @@ class Scenario:
             prefetch=kv.zero.prefetch,
             capacity_gib=hardware.GPUS[g.resolved()[1]].memory_gib,
             flash_attention=t.attention == "flash",
+            checkpointing=t.activation_checkpointing,
         )
 
     # ---- derived facts every consumer needs ----
@@ -640,8 +655,11 @@ class Scenario:
         return self.num_gpus * self.training.batch_per_gpu * self.training.micro_batches
 
     def model_spec(self) -> zoo.ModelSpec:
-        """The model at the scenario's sequence length (its FLOPs depend on it)."""
-        return self.model.spec(self.training.seq_len)
+        """The model at the scenario's sequence length (its FLOPs depend on it), with the
+        backward recompute its activation checkpointing adds."""
+        return checkpointed(
+            self.model.spec(self.training.seq_len), self.training.activation_checkpointing
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that ``scenario_from_dict`` reads back to an equal Scenario."""

@@ -84,6 +84,13 @@ def assumed_compute(scenario: Scenario, costs: CostModel) -> dict[str, float]:
     )
 
 
+def compute_efficiency_used(scenario: Scenario, costs: CostModel) -> dict[str, float]:
+    """GPU/precision -> the fraction of peak the prediction computed at, for each worker GPU."""
+    precision = scenario.training.compute_precision
+    keys = sorted({f"{g.resolved()[1]}/{precision}" for g in scenario.cluster.hosts})
+    return {key: costs.efficiency(*key.split("/", 1)) for key in keys}
+
+
 def failed_row(status: str, message: str) -> dict[str, Any]:
     """The metric columns of a point that could not be predicted, with the reason."""
     row: dict[str, Any] = dict.fromkeys(METRIC_COLUMNS)

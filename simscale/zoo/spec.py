@@ -40,6 +40,13 @@ class Layer:
     # The part of activation_bytes that is attention's s x s scores (softmax, dropout mask):
     # flash attention recomputes them in backward instead of storing them.
     attention_score_bytes: float = 0.0
+    # A transformer block's facts activation checkpointing needs (simscale.model.checkpointing):
+    # the FLOPs per sample of attention's sequence term (what selective recomputation redoes)
+    # and the bytes of the block's input (what full recomputation keeps, 2·s·d at 16-bit).
+    attention_flops: float = 0.0
+    input_bytes: float = 0.0
+    # FLOPs per sample recomputed in backward (activation checkpointing; 0 without it).
+    recompute_flops: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from simscale.zoo.spec import Layer, ModelSpec, ParamArray
 BYTES_PER_BLOCK_TOKEN = 34  # Korthikanti et al. 2022, eq. 2: s·b·h·34 bytes per layer
 BYTES_PER_ATTENTION_SCORE = 5  # ... + 5·a·s²·b bytes (scores, softmax, dropout mask)
 LOGIT_BYTES = 4  # fp32 logits for the cross-entropy loss
+BYTES_PER_BLOCK_INPUT = 2  # Korthikanti et al. 2022, section 4.1: full recomputation keeps 2·s·b·h
 
 
 def _block_activation_bytes(seq_len: int, d_model: int, heads: int) -> float:
@@ -59,8 +60,13 @@ def _matmul_layer(
     s·elements per sample; embedding tables (names starting with ``embedding_prefixes``) are
     lookups, free."""
     flops = extra_flops
-    # A block's (``heads`` > 0) share of activation_bytes that is attention's scores.
+    # A block's (``heads`` > 0) share of activation_bytes that is attention's scores; the rest
+    # is 34·s·d, so its 16-bit input (2·s·d) is that rest's 2/34.
     score_bytes = float(BYTES_PER_ATTENTION_SCORE * heads * seq_len * seq_len)
+    input_bytes = (activation_bytes - score_bytes) * BYTES_PER_BLOCK_INPUT / BYTES_PER_BLOCK_TOKEN
+    attention_flops = extra_flops if heads else 0.0
+    if not heads:
+        input_bytes = 0.0
     for a in arrays:
         if a.name.startswith(embedding_prefixes):
             continue
@@ -68,7 +74,9 @@ def _matmul_layer(
             flops += seq_len * a.elements
         elif len(a.shape) == 2:
             flops += 2.0 * seq_len * a.elements
-    return Layer(name, flops, tuple(arrays), activation_bytes, score_bytes)
+    return Layer(
+        name, flops, tuple(arrays), activation_bytes, score_bytes, attention_flops, input_bytes
+    )
 
 
 def _check_seq_len(model: str, seq_len: int, positions: int) -> None:
