@@ -65,6 +65,10 @@ def _short_resource(desc: str) -> str:
     return desc.split("(")[0].strip() or "?"
 
 
+# The busiest resources at the end of simscale.report.measurement.bottleneck's sentence.
+BUSIEST = r"busiest(?: communication resources)?(?: over the iteration)?: (.*?) (\d+%)"
+
+
 def short_bottleneck(row: dict[str, Any]) -> str:
     """A few words for a bar: what limits the point (from the result's bottleneck sentence)."""
     text = str(row.get("bottleneck") or "")
@@ -74,7 +78,7 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     m = re.match(r"(exposed communication|waiting for other workers) \(([\d.]+) ms", text)
     if m:
         what = "comm" if m.group(1).startswith("exposed") else "stragglers"
-        busiest = re.search(r"busiest(?: communication resources)?: (.*?) (\d+%)", text)
+        busiest = re.search(BUSIEST, text)
         tail = f"; {_short_resource(busiest.group(1))} {busiest.group(2)}" if busiest else ""
         return f"{what} {float(m.group(2)):.0f} ms{tail}"
     m = re.match(r"(.*) (\d+%) busy$", text)

@@ -37,7 +37,7 @@ def test_short_bottleneck_names_the_limit() -> None:
     )
     text = (
         "exposed communication (124.9 ms per iteration) with no resource saturated: the "
-        "push-update-pull chain takes turns; busiest: server 0 handler thread (host 8) 59%, x 5%"
+        "push-update-pull chain takes turns; busiest over the iteration: server 0 handler thread (host 8) 59%, x 5%"
     )
     assert short_bottleneck({"bottleneck": text}) == "comm 125 ms; server CPU 59%"
 
