@@ -212,3 +212,14 @@ def test_counts_and_time_limits_out_of_range_are_refused(
         main([a.replace("{s}", s) for a in args])
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_zero_servers_is_accepted_for_the_modes_without_servers() -> None:
+    """The tables print all-reduce with 0 servers, so a sweep or --set may say so too; a
+    parameter-server mode still needs one."""
+    ring = load_scenario(ROOT / "scenarios" / "64gpu-allreduce.yaml", ["kvstore.servers=0"])
+    assert ring.num_servers == 0
+    with pytest.raises(
+        ConfigError, match=r"kvstore\.servers: got 0 with kvstore\.mode 'dist_sync'"
+    ):
+        load_scenario(ROOT / "scenarios" / "64gpu.yaml", ["kvstore.servers=0"])
