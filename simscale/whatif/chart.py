@@ -87,6 +87,36 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     return text[:30]
 
 
+BARS_HEADROOM = 2.1  # the throughput axis ends at this times the tallest bar
+
+
+def _refuse_shared_bars(ok: Sequence[dict[str, Any]], series: str | None) -> None:
+    """WhatIfError where two rows would draw the same bar (same series, same GPUs): a field
+    varied besides the GPU count and the series would overprint bars and labels and send each
+    efficiency line up and down at one x. Names the field, and how to draw it."""
+    from simscale.whatif.rows import METRIC_COLUMNS
+
+    cells: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+    for r in ok:
+        cells.setdefault((r.get(series) if series else None, int(r["num_gpus"])), []).append(r)
+    for (key, gpus), rows in cells.items():
+        if len(rows) < 2:
+            continue
+        fixed = {"point", *METRIC_COLUMNS}
+        differ = sorted(
+            c for c in rows[0] if c not in fixed and len({repr(r.get(c)) for r in rows}) > 1
+        )
+        what = ", ".join(differ) or "fields that do not show in the rows"
+        where = f"series {series} = {key} at" if series else "at"
+        hint = (
+            f"draw one series per value with --series {differ[0]}, or " if len(differ) == 1 else ""
+        )
+        raise WhatIfError(
+            f"--plot: {len(rows)} points would share one bar ({where} {gpus} GPUs): they differ "
+            f"in {what}; {hint}hold the others fixed (--set) to chart them"
+        )
+
+
 def scaling_chart(
     rows: Sequence[dict[str, Any]],
     path: Path,
@@ -106,6 +136,7 @@ def scaling_chart(
     if not ok:
         raise WhatIfError("--plot: no point was predicted, nothing to draw")
     labels = labels or {}
+    _refuse_shared_bars(ok, series)
     keys: list[Any] = []
     for r in ok:
         k = r.get(series) if series else None
@@ -164,7 +195,21 @@ def scaling_chart(
         label="ideal (linear, no communication)",
         zorder=4,
     )
-    top = max(top, *ideal.values())
+    # The axis follows the bars (the efficiency lines take the band above them); an ideal far
+    # above them (a point at 30% efficiency) is drawn at the top edge with its value, rather
+    # than squeezing every bar into the bottom tenth of the chart.
+    ceiling = top * BARS_HEADROOM
+    for g in gpus:
+        if ideal[g] > ceiling:
+            ax.annotate(
+                f"ideal {ideal[g]:,.0f} \u2191",
+                (xpos[g], ceiling),
+                xytext=(0, -2),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize=6.5,
+            )
     for p in overlay:
         if int(p.gpus) in xpos:
             ax.scatter(
@@ -188,7 +233,7 @@ def scaling_chart(
     ax.set_xlabel("GPUs")
     ax.set_ylabel("throughput (samples/s): bars")
     # Bars in the lower half, efficiency lines in the upper band, so neither hides the other.
-    ax.set_ylim(0, top * 2.1)
+    ax.set_ylim(0, ceiling)
     ax2.set_ylabel("scaling efficiency (%): lines")
     ax2.set_ylim(-110, 108)
     ax2.set_yticks([0, 20, 40, 60, 80, 100])
