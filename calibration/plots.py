@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from calibration.runs import Run, mean_by_shape
 from calibration.validate import groups_of, label_of
@@ -166,6 +167,7 @@ def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         ax.plot(pred_g, pred, "-", color="tab:orange", label="simulator")
         ax.plot(pred_g, ideal, "--", color="gray", lw=1, label="linear from smallest")
         ax.set_xlabel("GPUs (workers x GPUs per worker)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no 1.5 GPUs
         ax.set_ylabel("samples/s")
         ax.set_ylim(bottom=0)
         ax2 = ax.twinx()
@@ -181,7 +183,8 @@ def scaling(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "") 
         ax2.set_ylabel("scaling efficiency", color="tab:green")
         g = groups_of(base)
         per_worker_servers = "per-worker" in family_key(base)
-        servers = "1 server/worker" if per_worker_servers else f"{base.num_servers} servers"
+        n = base.num_servers
+        servers = "1 server/worker" if per_worker_servers else f"{n} server{'s' * (n != 1)}"
         ax.set_title(
             f"{g['model']} {g['mode']} {g['placement']} {g['link']}\n{servers}", fontsize=9
         )
@@ -224,7 +227,8 @@ def per_worker(runs: Sequence[Run], costs: CostModel, path: Path, title: str = "
         ax.bar(x + 0.2, pred, 0.4, label="predicted")
         ax.set_xticks(x, [f"w{w.rank}{'*' if w.co_hosts_server else ''}" for w in sim.per_worker])
         ax.set_ylabel("samples/s")
-        ax.set_title(label_of(scenario) + "\n(* co-hosts a server)", fontsize=8)
+        cohost = any(w.co_hosts_server for w in sim.per_worker)
+        ax.set_title(label_of(scenario) + ("\n(* co-hosts a server)" if cohost else ""), fontsize=8)
         ax.legend(
             fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False
         )

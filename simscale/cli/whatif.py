@@ -149,6 +149,20 @@ def _updater(bar: Any) -> Callable[[int, int], None] | None:
     return update
 
 
+def _eta_shower(bar: Any) -> Callable[[float | None], None] | None:
+    """Show the sweep's own estimate of the time left (simscale.whatif.sweep.Eta) in place of
+    tqdm's, which assumes every point costs the same."""
+    if bar is None:
+        return None
+    bar.bar_format = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+
+    def show(seconds: float | None) -> None:
+        left = "?" if seconds is None else bar.format_interval(seconds)
+        bar.set_postfix_str(f"~{left} left", refresh=True)
+
+    return show
+
+
 def _run_grid(
     args: argparse.Namespace, what: str, grid: Any, checkpoint: Path | None = None
 ) -> Any:
@@ -165,6 +179,7 @@ def _run_grid(
             jobs=args.jobs,
             checkpoint=checkpoint,
             progress=_updater(bar),
+            eta=_eta_shower(bar),
         )
 
 

@@ -167,9 +167,11 @@ def reason_for_exact(
     load = nic_load(scenario, layout, costs)
     if load > MAX_COMMUNICATION_LOAD:
         return (
-            f"communication-bound: the busiest NIC (or its connections) needs {load:.2f}x the "
-            f"compute time per iteration (the symmetric path is held to <= "
-            f"{MAX_COMMUNICATION_LOAD})"
+            # An estimate before simulating, worded apart from the measured bottleneck: a NIC
+            # with this much traffic can still be far from saturated when the chain takes turns.
+            f"communication-heavy: at full rate, the busiest NIC's traffic (or its "
+            f"connections') takes {load:.2f}x an iteration's compute time (the symmetric path "
+            f"is held to <= {MAX_COMMUNICATION_LOAD})"
         )
     burst = merge_burst(scenario, layout, costs)
     if burst > MAX_MERGE_BURST:

@@ -287,7 +287,7 @@ def bottleneck(
     if waiting_ms > exposed_ms:
         return (
             f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
-            f"busiest communication resources: {busiest}"
+            f"busiest communication resources over the iteration: {busiest}"
         )
     if allreduce and comm and comm[0].kind == "transport":
         chain = "the ring between hosts is held to its transport's ceiling"
@@ -297,5 +297,5 @@ def bottleneck(
         chain = "the push-update-pull chain takes turns"
     return (
         f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
-        f"saturated: {chain}; busiest: {busiest}"
+        f"saturated: {chain}; busiest over the iteration: {busiest}"
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,14 +175,20 @@ def chrome_trace(spans: Iterable[SpanLike], iteration: int, name: str = "") -> d
         )
     for s in sorted(chosen, key=lambda s: (tid[_split(s.track)], s.start_s)):
         process, thread = _split(s.track)
+        # Whole nanoseconds, start and end each rounded once: Perfetto's importer rounds ts and
+        # dur to ns separately (llround(us * 1000)), which turned back-to-back spans into 1 ns
+        # overlaps; rounding is monotonic, so spans disjoint in seconds stay disjoint in ns, and
+        # ns / 1000 reads back as the same ns.
+        start_ns = round((s.start_s - t0) * 1e9)
+        end_ns = max(start_ns, round((s.end_s - t0) * 1e9))
         event = {
             "ph": "X",
             "pid": pid[process],
             "tid": tid[(process, thread)],
             "name": s.name,
             "cat": s.name.split(" ")[0],
-            "ts": (s.start_s - t0) * 1e6,
-            "dur": max(0.0, (s.end_s - s.start_s) * 1e6),
+            "ts": start_ns / 1000,
+            "dur": (end_ns - start_ns) / 1000,
         }
         args = getattr(s, "args", None)
         if args:
@@ -240,6 +247,28 @@ def overlapping(trace: dict[str, Any], tolerance_us: float = 1e-3) -> list[tuple
         events.sort(key=lambda e: e["ts"])
         for a, b in itertools.pairwise(events):
             if b["ts"] < a["ts"] + a["dur"] - tolerance_us:
+                found.append((a, b))
+    return found
+
+
+def perfetto_ns(us: float) -> int:
+    """A trace time in µs as Perfetto's JSON importer stores it: ``llround(us * 1000)`` ns."""
+    return math.floor(us * 1000 + 0.5) if us >= 0 else -math.floor(-us * 1000 + 0.5)
+
+
+def overlapping_in_perfetto(trace: dict[str, Any]) -> list[tuple[dict, dict]]:
+    """``overlapping`` with no tolerance, on ts and dur each rounded to whole ns as Perfetto
+    rounds them."""
+    by_thread: dict[tuple[int, int], list[tuple[int, int, dict[str, Any]]]] = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            start, dur = perfetto_ns(e["ts"]), perfetto_ns(e["dur"])
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((start, start + dur, e))
+    found = []
+    for events in by_thread.values():
+        events.sort(key=lambda x: x[0])
+        for (_, end_a, a), (start_b, _, b) in itertools.pairwise(events):
+            if start_b < end_a:
                 found.append((a, b))
     return found
 

@@ -400,7 +400,9 @@ class ZeroConfig:
 @dataclass(frozen=True)
 class KVStoreConfig:
     mode: Mode = "dist_sync"
-    servers: int | None = field(default=None, metadata=count_in(1, MAX_HOSTS))
+    # 0 is a mode without servers (allreduce, local, device) said explicitly, as the tables
+    # print it; a dist_* mode needs at least one (checked with the mode).
+    servers: int | None = field(default=None, metadata=count_in(0, MAX_HOSTS))
     placement: Literal["colocated", "dedicated"] = "colocated"
     bigarray_bound: int = field(
         default=DEFAULT_BIGARRAY_BOUND, metadata=count_in(1, MAX_ARRAY_ELEMENTS, "elements")
@@ -528,6 +530,12 @@ class Scenario:
             self._validate_memory()
         if kv.mode not in DIST_MODES:
             return
+        if kv.servers == 0:
+            raise ConfigError(
+                "kvstore.servers",
+                f"got 0 with kvstore.mode {kv.mode!r}, expected at least 1: a parameter-server "
+                "mode needs servers (0 fits the modes without them: allreduce, local, device)",
+            )
         if kv.placement == "colocated":
             if kv.servers is not None and kv.servers > n_hosts:
                 raise ConfigError(

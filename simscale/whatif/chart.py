@@ -83,6 +83,36 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     return text[:30]
 
 
+BARS_HEADROOM = 2.1  # the throughput axis ends at this times the tallest bar
+
+
+def _refuse_shared_bars(ok: Sequence[dict[str, Any]], series: str | None) -> None:
+    """WhatIfError where two rows would draw the same bar (same series, same GPUs): a field
+    varied besides the GPU count and the series would overprint bars and labels and send each
+    efficiency line up and down at one x. Names the field, and how to draw it."""
+    from simscale.whatif.rows import METRIC_COLUMNS
+
+    cells: dict[tuple[Any, int], list[dict[str, Any]]] = {}
+    for r in ok:
+        cells.setdefault((r.get(series) if series else None, int(r["num_gpus"])), []).append(r)
+    for (key, gpus), rows in cells.items():
+        if len(rows) < 2:
+            continue
+        fixed = {"point", *METRIC_COLUMNS}
+        differ = sorted(
+            c for c in rows[0] if c not in fixed and len({repr(r.get(c)) for r in rows}) > 1
+        )
+        what = ", ".join(differ) or "fields that do not show in the rows"
+        where = f"series {series} = {key} at" if series else "at"
+        hint = (
+            f"draw one series per value with --series {differ[0]}, or " if len(differ) == 1 else ""
+        )
+        raise WhatIfError(
+            f"--plot: {len(rows)} points would share one bar ({where} {gpus} GPUs): they differ "
+            f"in {what}; {hint}hold the others fixed (--set) to chart them"
+        )
+
+
 @dataclass(frozen=True)
 class _Grid:
     """Where the bars go: one group per GPU count, one bar per series in each group."""
@@ -117,6 +147,7 @@ def scaling_chart(
     if not ok:
         raise WhatIfError("--plot: no point was predicted, nothing to draw")
     labels = labels or {}
+    _refuse_shared_bars(ok, series)
 
     def key_of(r: dict[str, Any]) -> Any:
         return r.get(series) if series else None
@@ -134,9 +165,11 @@ def scaling_chart(
         pts = sorted((r for r in ok if key_of(r) == key), key=lambda r: r["num_gpus"])
         name = labels.get(str(key), f"{series} = {key}" if series else "predicted")
         top = max(top, _draw_series(ax, ax2, grid, si, pts, name, colors[si % len(colors)]))
-    top = max(top, _draw_ideal(ax, grid, ok))
+    # The axis follows the bars (the efficiency lines take the band above them).
+    ceiling = top * BARS_HEADROOM
+    _draw_ideal(ax, grid, ok, ceiling)
     _draw_overlay(ax, grid, overlay)
-    _finish(fig, ax, ax2, grid, top, title)
+    _finish(fig, ax, ax2, grid, ceiling, title)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -180,9 +213,10 @@ def _draw_series(
     return max(ys)
 
 
-def _draw_ideal(ax: Any, grid: _Grid, ok: list[dict[str, Any]]) -> float:
-    """Ideal: the same GPUs with free communication, a dashed bar top over each group.
-    Returns the highest."""
+def _draw_ideal(ax: Any, grid: _Grid, ok: list[dict[str, Any]], ceiling: float) -> None:
+    """Ideal: the same GPUs with free communication, a dashed bar top over each group. An ideal
+    far above the bars (a point at 30% efficiency) is drawn at the top edge with its value,
+    rather than squeezing every bar into the bottom tenth of the chart."""
     ideal: dict[int, float] = {}
     for r in ok:
         g = int(r["num_gpus"])
@@ -197,7 +231,17 @@ def _draw_ideal(ax: Any, grid: _Grid, ok: list[dict[str, Any]]) -> float:
         label="ideal (linear, no communication)",
         zorder=4,
     )
-    return max(ideal.values())
+    for g in grid.gpus:
+        if ideal[g] > ceiling:
+            ax.annotate(
+                f"ideal {ideal[g]:,.0f} \u2191",
+                (grid.x(g), ceiling),
+                xytext=(0, -2),
+                textcoords="offset points",
+                ha="center",
+                va="top",
+                fontsize=6.5,
+            )
 
 
 def _draw_overlay(ax: Any, grid: _Grid, overlay: Sequence[OverlayPoint]) -> None:
@@ -217,13 +261,13 @@ def _draw_overlay(ax: Any, grid: _Grid, overlay: Sequence[OverlayPoint]) -> None
         ax.scatter([], [], marker="D", color="black", label="measured / published")
 
 
-def _finish(fig: Any, ax: Any, ax2: Any, grid: _Grid, top: float, title: str) -> None:
+def _finish(fig: Any, ax: Any, ax2: Any, grid: _Grid, ceiling: float, title: str) -> None:
     """Axes, limits, legend, title and the note on what the text above a bar means."""
     ax.set_xticks(range(len(grid.gpus)), [str(g) for g in grid.gpus])
     ax.set_xlabel("GPUs")
     ax.set_ylabel("throughput (samples/s): bars")
     # Bars in the lower half, efficiency lines in the upper band, so neither hides the other.
-    ax.set_ylim(0, top * 2.1)
+    ax.set_ylim(0, ceiling)
     ax2.set_ylabel("scaling efficiency (%): lines")
     ax2.set_ylim(-110, 108)
     ax2.set_yticks([0, 20, 40, 60, 80, 100])

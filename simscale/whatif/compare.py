@@ -128,10 +128,32 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
+def resolved_mapping(s: Scenario) -> dict[str, Any]:
+    """The scenario as plain data with every host group's preset applied: the values the
+    simulation uses (an instance's NIC, GPUs, latency, cores, transport), not the None a YAML
+    file leaves to its preset."""
+    data = to_mapping(s)
+    for group, out in zip(s.cluster.hosts, data["cluster"]["hosts"], strict=True):
+        gpus, gpu, nic, latency, cores = group.resolved()
+        out.update(
+            gpus_per_host=gpus,
+            gpu=gpu,
+            nic_gbps=nic,
+            latency_us=latency,
+            cpu_cores=cores,
+            transport=group.resolved_transport(),
+        )
+    if s.cluster.server_hosts is not None:
+        nic, latency, cores = s.cluster.server_hosts.resolved()
+        data["cluster"]["server_hosts"].update(nic_gbps=nic, latency_us=latency, cpu_cores=cores)
+    return data
+
+
 def config_differences(a: Scenario, b: Scenario) -> list[str]:
-    """The fields that differ between two scenarios, as 'path: A -> B'."""
-    fa = _flat(to_mapping(a))
-    fb = _flat(to_mapping(b))
+    """The fields that differ between two scenarios, as 'path: A -> B', with presets applied
+    (so an instance's NIC is its preset's value, not None)."""
+    fa = _flat(resolved_mapping(a))
+    fb = _flat(resolved_mapping(b))
     skip = ("name", "description")
     return [
         f"{k}: {fa.get(k)} -> {fb.get(k)}"

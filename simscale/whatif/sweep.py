@@ -129,9 +129,11 @@ def run_sweep(
     jobs: int | None = None,
     checkpoint: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    eta: Callable[[float | None], None] | None = None,
 ) -> SweepOutcome:
     """Predict every point of ``grid`` on ``scenario`` (with ``--set`` style ``overrides``
-    applied first); rows in point order."""
+    applied first); rows in point order. ``progress(done, total)`` and ``eta(seconds_left)``
+    (None until a point has finished; see ``Eta``) are called as rows arrive."""
     base, source = load_base(scenario)
     try:
         base = apply_overrides(base, list(overrides))
@@ -152,6 +154,7 @@ def run_sweep(
     todo = [t for t in tasks if t.index not in done]
     if progress is not None:
         progress(resumed, len(tasks))
+    clock = Eta(point_weights(todo)) if eta is not None else None
     sink = _open_checkpoint(checkpoint, key, fresh=not done) if checkpoint is not None else None
     try:
         for row in run_tasks(executor, evaluate, todo, jobs):
@@ -161,11 +164,70 @@ def run_sweep(
                 sink.flush()
             if progress is not None:
                 progress(len(done), len(tasks))
+            if clock is not None and eta is not None:
+                clock.finished(row["point"])
+                eta(clock.seconds_left())
     finally:
         if sink is not None:
             sink.close()
     rows = [done[i] for i in range(len(tasks))]
     return SweepOutcome(rows, columns, len(todo), resumed, checkpoint)
+
+
+# Above this many points their costs are not estimated one by one (it would delay the start):
+# every point then weighs the same and the ETA is the plain rate's.
+MAX_WEIGHED_POINTS = 2_000
+# What every point costs besides its simulation (validating, building, a row), in the budget's
+# seconds: an invalid point costs only this, and a first point that was invalid or tiny does
+# not make the cost of the rest look infinite.
+POINT_OVERHEAD_S = 0.05
+
+
+def point_weights(tasks: Sequence[Task]) -> dict[int, float]:
+    """Each point's estimated simulation seconds (simscale.report.budget, on the path it will
+    take): not a prediction of its run time, but in proportion to it across a grid, where
+    points run from a few hosts to thousands."""
+    from simscale.report.budget import estimate
+
+    if len(tasks) > MAX_WEIGHED_POINTS:
+        return {t.index: 1.0 for t in tasks}
+    weights = {}
+    for t in tasks:
+        try:
+            s = point_scenario(t.base, t.source, t.overrides)
+            work = estimate(s, costs_for(s, t.profile, t.force_profile))
+            weights[t.index] = POINT_OVERHEAD_S + work.seconds
+        except (ConfigError, ValueError, ArithmeticError):
+            weights[t.index] = POINT_OVERHEAD_S
+    return weights
+
+
+class Eta:
+    """Seconds left in a sweep: the finished points' wall time per unit of estimated cost,
+    times the estimated cost of the points left. A sweep's points usually grow along the grid
+    (more hosts, more keys), so the plain rate of the first, small points promised minutes for
+    what took a quarter of an hour; weighing each point by its estimated cost, and updating
+    the ratio as points finish, reflects the slow points from the first row on."""
+
+    def __init__(self, weights: dict[int, float], clock: Callable[[], float] | None = None):
+        import time
+
+        self._clock = clock or time.monotonic
+        self._started = self._clock()
+        self._left = dict(weights)
+        self._done_weight = 0.0
+
+    def finished(self, index: int) -> None:
+        self._done_weight += self._left.pop(index, 0.0)
+
+    def seconds_left(self) -> float | None:
+        """None until some estimated cost has finished; 0 when nothing is left."""
+        if not self._left:
+            return 0.0
+        if self._done_weight <= 0:
+            return None
+        per_weight = (self._clock() - self._started) / self._done_weight
+        return per_weight * sum(self._left.values())
 
 
 def _check_indices(

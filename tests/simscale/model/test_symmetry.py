@@ -120,7 +120,7 @@ def test_family_exercises_both_paths() -> None:
     fast = sum(r is None for r in paths)
     assert fast >= FAMILY_SIZE // 3, paths
     reasons = " ".join(r for r in paths if r)
-    for why in ("mode dist_async", "mode allreduce", "communication-bound"):
+    for why in ("mode dist_async", "mode allreduce", "communication-heavy"):
         assert why in reasons, reasons
 
 
@@ -248,7 +248,7 @@ def test_out_of_reach_runs_approximate_and_says_so(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(symmetry, "EXACT_PUSHES_IN_REACH", 100)
     result = simulate(scenario, costs)
     assert result.path == "symmetric" and result.approximate
-    for words in ("APPROXIMATE: communication-bound", "out of reach", "below"):
+    for words in ("APPROXIMATE: communication-heavy", "out of reach", "below"):
         assert words in result.path_reason
     assert result.to_dict()["approximate"] is True
     forced = Simulation(scenario, costs, path="symmetric")

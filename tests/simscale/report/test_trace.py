@@ -19,10 +19,12 @@ from simscale.report.trace import (
     chrome_trace,
     consecutive,
     overlapping,
+    overlapping_in_perfetto,
     simulation_spans,
 )
 from simscale.simulator import Simulation
 from simscale.spec.scenario import scenario_from_dict
+from tests.support.paths import ROOT
 from tests.support.realrun_inprocess import InProcessJob
 from tests.support.training import ps_plan, train_in_threads
 
@@ -89,6 +91,31 @@ def test_predicted_keys_have_their_own_threads_and_no_spans_overlap(case):
         assert {"push", "update", "pull"} <= set(spans[(0, "key 0")])
     if CASES[case]["mode"] == "allreduce":
         assert spans[(0, "allreduce buffers")]
+
+
+@pytest.mark.parametrize("name", ["64gpu", "cpu-2x2-sync", "64gpu-allreduce"])
+def test_spans_stay_disjoint_when_perfetto_rounds_them_to_whole_ns(name, tmp_path):
+    """Perfetto's JSON importer rounds ts and dur to ns separately (llround(us * 1000)); the
+    spans of these shipped scenarios once overlapped by 1 ns there, hundreds on one track."""
+    out = tmp_path / "trace.json"
+    rc = simscale_main(["predict", str(ROOT / "scenarios" / f"{name}.yaml"), "--trace", str(out)])
+    assert rc == 0
+    trace = json.loads(out.read_text())
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= 50
+    assert overlapping_in_perfetto(trace) == []
+
+
+def test_the_perfetto_check_finds_a_one_ns_overlap():
+    trace = {
+        "traceEvents": [
+            {"ph": "X", "pid": 0, "tid": 0, "name": "a", "ts": 0.0004, "dur": 1.0004},
+            {"ph": "X", "pid": 0, "tid": 0, "name": "b", "ts": 1.0008, "dur": 1.0},
+        ]
+    }
+    # In µs a ends at 1.0008, where b starts; in ns a is [0, 1000] and b starts at 1001: apart.
+    assert overlapping_in_perfetto(trace) == []
+    trace["traceEvents"][0].update(ts=0.0006, dur=1.0006)  # [1, 1002] ns; b starts at 1001
+    assert len(overlapping_in_perfetto(trace)) == 1
 
 
 def test_one_thread_per_worker_for_all_keys_overlapped_which_is_why_keys_are_split():

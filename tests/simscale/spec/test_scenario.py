@@ -268,3 +268,14 @@ def test_nics_per_host_multiplies_one_nics_rate_and_presets_say_theirs() -> None
     assert scenario_from_dict(data).cluster.hosts[0].resolved()[2] == 200.0
     data["cluster"]["hosts"][0]["nic_gbps"] = 50
     assert scenario_from_dict(data).cluster.hosts[0].resolved()[2] == 100.0
+
+
+def test_zero_servers_is_accepted_for_the_modes_without_servers() -> None:
+    """The tables print all-reduce with 0 servers, so a sweep or --set may say so too; a
+    parameter-server mode still needs one."""
+    ring = load_scenario(ROOT / "scenarios" / "64gpu-allreduce.yaml", ["kvstore.servers=0"])
+    assert ring.num_servers == 0
+    with pytest.raises(
+        ConfigError, match=r"kvstore\.servers: got 0 with kvstore\.mode 'dist_sync'"
+    ):
+        load_scenario(ROOT / "scenarios" / "64gpu.yaml", ["kvstore.servers=0"])

@@ -37,7 +37,8 @@ def test_short_bottleneck_names_the_limit() -> None:
     )
     text = (
         "exposed communication (124.9 ms per iteration) with no resource saturated: the "
-        "push-update-pull chain takes turns; busiest: server 0 handler thread (host 8) 59%, x 5%"
+        "push-update-pull chain takes turns; busiest over the iteration: server 0 handler "
+        "thread (host 8) 59%, x 5%"
     )
     assert short_bottleneck({"bottleneck": text}) == "comm 125 ms; server CPU 59%"
 
@@ -75,3 +76,55 @@ def test_bad_overlay_and_empty_rows_are_one_line(tmp_path: Path) -> None:
         load_overlay(tmp_path / "missing.csv")
     with pytest.raises(WhatIfError, match="nothing to draw"):
         scaling_chart([{"status": "invalid"}], tmp_path / "x.png")
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The figures scaling_chart draws, kept open for inspection."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kept: list = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", kept.append)
+    yield kept
+    for fig in kept:
+        close(fig)
+
+
+def test_two_varied_fields_and_one_series_are_refused_with_the_field_named(
+    tmp_path: Path,
+) -> None:
+    """Varying the GPU count and nic_gbps, charting one series per s: two rows per bar, which
+    overprinted labels and zigzagged the efficiency lines."""
+    rows = [
+        {**_row(g, s, thr, "x"), "cluster.hosts[0].nic_gbps": nic}
+        for g in (8, 16)
+        for s in (1, 2)
+        for nic, thr in ((10, 900.0 * g), (25, 950.0 * g))
+    ]
+    with pytest.raises(WhatIfError) as e:
+        scaling_chart(rows, tmp_path / "c.png", series="s")
+    message = str(e.value)
+    assert "2 points would share one bar (series s = 1 at 8 GPUs)" in message
+    assert "differ in cluster.hosts[0].nic_gbps" in message
+    assert "--series cluster.hosts[0].nic_gbps" in message
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_the_axis_follows_the_bars_and_efficiency_lines_run_left_to_right(
+    tmp_path: Path, drawn: list
+) -> None:
+    """An ideal far above the bars (here 10x: 10% efficiency) no longer sets the axis: it is
+    labelled at the top edge; each series' efficiency line has one point per GPU count."""
+    rows = [_row(g, s, 100.0 * g, "x") for g in (8, 16, 32) for s in (1, 2)]
+    scaling_chart(rows, tmp_path / "c.png", series="s")
+    (fig,) = drawn
+    ax, ax2 = fig.axes
+    assert ax.get_ylim()[1] == pytest.approx(2.1 * 100.0 * 32)
+    assert any(t.get_text().startswith("ideal 32,000") for t in ax.texts)
+    for line in ax2.get_lines():
+        xs = list(line.get_xdata())
+        assert xs == sorted(set(xs)) and len(xs) == 3

@@ -13,6 +13,7 @@ from simscale.whatif import WhatIfError
 from simscale.whatif.grid import parse_grid
 from simscale.whatif.sweep import checkpoint_path, run_sweep
 from simscale.whatif.tables import write_rows
+from tests.support.paths import ROOT
 
 TINY = {
     "name": "tiny",
@@ -213,3 +214,46 @@ def test_unreachable_dask_scheduler_is_one_line(
     monkeypatch.setattr("simscale.whatif.executors.DASK_CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(WhatIfError, match="cannot reach the Dask scheduler"):
         run_sweep(tiny, parse_grid(["kvstore.servers=1,2"]), executor="dask://127.0.0.1:9")
+
+
+def test_the_eta_weighs_the_points_left_by_their_estimated_cost() -> None:
+    """A fast first point does not promise a fast sweep: after it, the time left is its
+    time per unit of estimated cost times the cost left (plain rate: 3 s, here 21 s)."""
+    from simscale.whatif.sweep import Eta
+
+    now = [0.0]
+    eta = Eta({0: 1.0, 1: 1.0, 2: 10.0, 3: 10.0}, clock=lambda: now[0])
+    assert eta.seconds_left() is None
+    now[0] = 1.0
+    eta.finished(0)
+    assert eta.seconds_left() == pytest.approx(21.0)
+    now[0] = 12.0  # the next point was slower than its estimate: the ratio follows
+    eta.finished(2)
+    assert eta.seconds_left() == pytest.approx(12.0 / 11.0 * 11.0)
+    eta.finished(1)
+    eta.finished(3)
+    assert eta.seconds_left() == 0.0
+
+
+def test_point_weights_grow_with_the_simulation_and_invalid_points_weigh_nothing(
+    tiny: Path,
+) -> None:
+    from simscale.whatif.sweep import Task, load_base, point_weights
+
+    base, source = load_base(ROOT / "scenarios" / "64gpu.yaml")
+    tasks = [
+        Task(i, base, source, (("cluster.hosts[0].count", n), ("kvstore.servers", n)), {})
+        for i, n in enumerate([1, 16, 128, 0])
+    ]
+    w = point_weights(tasks)
+    assert w[0] < w[1] < w[2]
+    assert w[3] < w[0]  # 0 hosts: invalid, answered at once
+
+
+def test_run_sweep_reports_the_time_left_as_rows_arrive(tiny: Path) -> None:
+    seen: list[float | None] = []
+    grid = parse_grid(["cluster.hosts[0].count=1,2,3"])
+    run_sweep(tiny, grid, executor="serial", eta=seen.append)
+    assert len(seen) == 3
+    assert all(s is not None and s >= 0 for s in seen)
+    assert seen[-1] == 0.0
