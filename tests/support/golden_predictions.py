@@ -8,6 +8,10 @@ the simulated value of each published point, all with the wall-clock fields remo
 Regenerate only when a change is meant to move predictions, and say which and why in the commit:
 
     python -m tests.support.golden_predictions --write
+
+A newly shipped scenario gets its cases without recomputing (or moving) the others:
+
+    python -m tests.support.golden_predictions --add-missing
 """
 
 from __future__ import annotations
@@ -95,7 +99,23 @@ def compute_all() -> dict[str, str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help="write the golden files")
+    p.add_argument(
+        "--add-missing",
+        action="store_true",
+        help="compute and add only the scenario cases the golden file lacks (a new scenario)",
+    )
     a = p.parse_args()
+    if a.add_missing:
+        path = GOLDEN_DIR / "scenarios.json"
+        golden = json.loads(path.read_text())
+        new = {
+            name: predict_json(args)
+            for name, args in scenario_cases()
+            if exact_is_cheap(name) and name not in golden
+        }
+        path.write_text(json.dumps({**golden, **new}, indent=1, sort_keys=True) + "\n")
+        print(f"added {len(new)} scenario cases: {', '.join(sorted(new)) or 'none'}")
+        return
     scen = compute_all()
     pub = published_values()
     if a.write:
