@@ -292,6 +292,7 @@ def test_cli_reports_bad_calibration_input_in_one_line(
     assert main(["calibrate", str(tmp_path), "-o", "p.yaml", "--fit", "bandwidth"]) == 2
 
 
+@pytest.mark.slow  # every published point predicted: 12 CPU seconds (cpu_report)
 def test_published_validation_without_a_fit_judges_every_point(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

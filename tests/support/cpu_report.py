@@ -3,9 +3,9 @@ tests belong in the fast lane is decided by work done, not by how loaded the mac
 
     python -m pytest -p tests.support.cpu_report --cpu-report /tmp/cpu.tsv -n 2 ...
 
-Each worker appends ``nodeid<TAB>cpu_s<TAB>wall_s<TAB>markers`` lines for setup, call and
-teardown together; CPU counts this process and the children it waited for (subprocesses that
-a test starts and reaps), not processes left to run on their own.
+Each worker appends ``nodeid<TAB>cpu_s<TAB>wall_s<TAB>markers<TAB>outcome`` lines for setup,
+call and teardown together; CPU counts this process and the children it waited for
+(subprocesses that a test starts and reaps), not processes left to run on their own.
 """
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+_OUTCOMES: dict[str, str] = {}  # nodeid -> the first phase that did not pass
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.outcome != "passed":
+        _OUTCOMES.setdefault(report.nodeid, f"{report.outcome} ({report.when})")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     path = item.config.getoption("--cpu-report")
@@ -35,7 +43,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     if path:
         marks = ",".join(sorted({m.name for m in item.iter_markers()}))
-        line = f"{item.nodeid}\t{_cpu_s() - cpu0:.3f}\t{time.perf_counter() - wall0:.3f}\t{marks}\n"
+        outcome = _OUTCOMES.pop(item.nodeid, "passed")
+        cpu_s, wall_s = _cpu_s() - cpu0, time.perf_counter() - wall0
+        line = f"{item.nodeid}\t{cpu_s:.3f}\t{wall_s:.3f}\t{marks}\t{outcome}\n"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())

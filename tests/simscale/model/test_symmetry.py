@@ -94,9 +94,18 @@ def _family() -> list[tuple[dict[str, Any], CostModel]]:
 
 
 FAMILY = _family()
+FAST_LANE_MEMBERS = 8
 
 
-@pytest.mark.parametrize(("data", "costs"), FAMILY, ids=[d["name"] for d, _ in FAMILY])
+@pytest.mark.parametrize(
+    ("data", "costs"),
+    [
+        # Each member costs 1-5 CPU seconds (tests.support.cpu_report): the first
+        # FAST_LANE_MEMBERS run in the fast lane, every member runs in CI.
+        pytest.param(d, c, id=d["name"], marks=[pytest.mark.slow] if i >= FAST_LANE_MEMBERS else [])
+        for i, (d, c) in enumerate(FAMILY)
+    ],
+)
 def test_fast_path_equals_exact(data: dict[str, Any], costs: CostModel) -> None:
     """Whichever path "auto" picks, its throughput is the exact model's within 1%."""
     scenario = scenario_from_dict(data)
