@@ -4,12 +4,13 @@ End to end, as root: ``realrun probe`` on the emulated cluster of each host shap
 runs/emulated-v2 (4 hosts at 50 and 200 Mbit/s, and 1 Gbit/s at dilation 5), the server cost
 once (it does not depend on the link); ``calibrate --probe`` on the records; then each of the 15
 shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty) and
-with the campaign-fitted profiles/emulated-v2.yaml, against the measured mean. Prints the table
-and the figures beside the campaign's cost in hours (its log's wall times), and writes
+with the campaign-fitted profiles/emulated-v2.yaml, against the measured mean. Prints the table,
+point error (mean, worst) and 90% coverage beside the campaign profile's figures and the
+campaign's cost in hours (its records' timestamps and its log's wall times), and writes
 benchmarks/results/probe-emulated.{csv,json} plus the probe records and the profile (refusing
 to overwrite them unless --force).
 
-    sudo python -m benchmarks.bench_probe_emulated [--out benchmarks/results] [--force]
+    python -m benchmarks.bench_probe_emulated [--out DIR] [--force] [--reuse]   # as root
 """
 
 from __future__ import annotations
