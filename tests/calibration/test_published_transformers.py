@@ -60,3 +60,18 @@ def test_a_fraction_is_shared_by_16_bit_formats_and_both_a100_memories() -> None
     costs = with_fractions(real_hardware_costs(), {"A100/16bit": 0.61})
     assert costs.efficiency("A100", "fp16") == costs.efficiency("A100-80GB", "bf16") == 0.61
     assert costs.efficiency("H100", "bf16") == real_hardware_costs().efficiency("H100", "bf16")
+
+
+def test_the_shipped_transformer_profile_carries_the_fitted_fractions_with_provenance() -> None:
+    """profiles/transformers-v1.yaml is written by `simscale calibrate --published
+    --transformers`: one fraction per mechanism, shared by the GPUs of a generation."""
+    from simscale.spec.profile import load_profile
+    from tests.support.paths import ROOT
+
+    profile = load_profile(ROOT / "profiles" / "transformers-v1.yaml")
+    eff = profile.costs.compute_efficiency
+    assert eff["H100/bf16"] == eff["H100-96GB/bf16"] == eff["H100/fp16"]
+    assert eff["A100/bf16"] == eff["A100-80GB/fp16"]
+    assert "compute_efficiency[H100/16bit]" in profile.fit.parameters
+    assert len(profile.fit.records) == len(sorted(TRANSFORMERS_DIR.glob("*.yaml")))
+    assert profile.compute == "real" and "H100-96GB" in profile.scope
