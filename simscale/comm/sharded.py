@@ -17,17 +17,24 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   the same bytes; they differ in memory (simscale.model.memory).
 - **ZeRO stage 3 / FSDP full shard** (torch/distributed/fsdp, DeepSpeed stage3.py): each unit
   (a zoo layer: a transformer block) is all-gathered before its forward and again before its
-  backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward:
-  1.5 times DDP's traffic. The worker waits for a unit's gather (``gather``), which is where
-  stage 3's communication shows.
+  backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward. The
+  root unit (everything outside the blocks: embeddings, final norm, head; ``root_layers``) is
+  gathered once before the first forward and kept to the end of backward, as FSDP's
+  ``_post_forward_reshard`` leaves the root unsharded. The worker waits for a unit's gather
+  (``gather``), which is where stage 3's communication shows.
+- **Gradient accumulation at stage 3**: every micro-batch runs its own forward and backward,
+  gathering each unit for both and reduce-scattering its gradients. FSDP reshards FULL_SHARD
+  units after each backward even under ``no_sync`` (``_should_free_in_backward``), and
+  Composer (llm-foundry) and realrun do not enter ``no_sync`` for FSDP, nor does DeepSpeed's
+  stage 3 skip its per-micro-step reduce-scatter. Stages 1 and 2 still communicate after the
+  last micro-batch only (DeepSpeed stage 1's boundary reduce; stage 2 and SHARD_GRAD_OP
+  without no_sync reduce every micro-batch, which is not modelled).
 
 The library matters (``collective_library``: gloo where the ranks are CPUs, as realrun and
 torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
 (``REDUCE_SCATTER_FRACTION``), so FSDP over gloo moves 1.5 times DDP's bytes even at stage 2.
-Not modelled yet: FSDP keeps its root unit (everything outside the wrapped blocks: GPT-2's
-embeddings and final norm) gathered from forward to backward, where stage 3 here gathers every
-unit again before backward; realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends
-3(n-1)/n B plus (n-1)/n of the blocks' bytes, this model 4(n-1)/n B over gloo.
+realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends 3(n-1)/n B plus (n-1)/n of
+the blocks' bytes per step, what this model sends (tests/simscale/comm/test_sharded.py).
 
 The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
 and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
