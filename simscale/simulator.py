@@ -239,7 +239,7 @@ class Simulation:
             copies = HostCopies.for_worker(env, rank, gpus, gpu, s, costs, self.cores)
             self.copies.append(copies)
             communicator = self._communicator(rank, copies)
-            gather = communicator.gather if isinstance(communicator, Zero3Member) else None
+            sharded = communicator if isinstance(communicator, Zero3Member) else None
             loader = worker_loader(env, s, costs, lay, rank, n_iter)
             if loader is not None:
                 self.loaders.append(loader)
@@ -256,7 +256,7 @@ class Simulation:
                 self.starts.started,
                 loader.next_batch if loader is not None else None,
                 s.training.micro_batches,
-                gather,
+                sharded,
             )
             self.workers.append(worker)
             delay_s = 0.0

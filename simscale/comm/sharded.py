@@ -17,17 +17,24 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   the same bytes; they differ in memory (simscale.model.memory).
 - **ZeRO stage 3 / FSDP full shard** (torch/distributed/fsdp, DeepSpeed stage3.py): each unit
   (a zoo layer: a transformer block) is all-gathered before its forward and again before its
-  backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward:
-  1.5 times DDP's traffic. The worker waits for a unit's gather (``gather``), which is where
-  stage 3's communication shows.
+  backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward. The
+  root unit (everything outside the blocks: embeddings, final norm, head; ``root_layers``) is
+  gathered once before the first forward and kept to the end of backward, as FSDP's
+  ``_post_forward_reshard`` leaves the root unsharded. The worker waits for a unit's gather
+  (``gather``), which is where stage 3's communication shows.
+- **Gradient accumulation at stage 3**: every micro-batch runs its own forward and backward,
+  gathering each unit for both and reduce-scattering its gradients. FSDP reshards FULL_SHARD
+  units after each backward even under ``no_sync`` (``_should_free_in_backward``), and
+  Composer (llm-foundry) and realrun do not enter ``no_sync`` for FSDP, nor does DeepSpeed's
+  stage 3 skip its per-micro-step reduce-scatter. Stages 1 and 2 still communicate after the
+  last micro-batch only (DeepSpeed stage 1's boundary reduce; stage 2 and SHARD_GRAD_OP
+  without no_sync reduce every micro-batch, which is not modelled).
 
 The library matters (``collective_library``: gloo where the ranks are CPUs, as realrun and
 torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
 (``REDUCE_SCATTER_FRACTION``), so FSDP over gloo moves 1.5 times DDP's bytes even at stage 2.
-Not modelled yet: FSDP keeps its root unit (everything outside the wrapped blocks: GPT-2's
-embeddings and final norm) gathered from forward to backward, where stage 3 here gathers every
-unit again before backward; realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends
-3(n-1)/n B plus (n-1)/n of the blocks' bytes, this model 4(n-1)/n B over gloo.
+realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends 3(n-1)/n B plus (n-1)/n of
+the blocks' bytes per step, what this model sends (tests/simscale/comm/test_sharded.py).
 
 The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
 and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
@@ -35,6 +42,7 @@ and takes well under a millisecond per 100 M parameters on an A100's memory band
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import simpy
@@ -165,9 +173,29 @@ class Zero12Member:
             self.ar.submit(("ag", iteration, b), iteration, b, self.b.bytes[b], HALF, gathered)
 
 
+ROOT_UNIT = -1  # the tag of FSDP's root unit (root_layers)
+
+
+def root_layers(model: ModelSpec) -> list[int]:
+    """The layers FSDP's root unit holds when each transformer block is wrapped (realrun's
+    ``ModuleWrapPolicy({Block})``, llm-foundry's and torchtitan's per-block wrapping):
+    everything that is not a block, such as the embeddings, the final norm and the head. A
+    block is a zoo layer named with its index (``transformer.h.3``, ``encoder_layer_3``). A
+    model with no blocks (the convolutional zoo) is wrapped layer by layer: no root."""
+    blocks = [bool(_BLOCK.search(layer.name)) for layer in model.layers]
+    if not any(blocks):
+        return []
+    return [i for i, block in enumerate(blocks) if not block]
+
+
+_BLOCK = re.compile(r"[._]\d+$")
+
+
 class Zero3Member:
-    """One worker's ZeRO stage 3 / FSDP full shard: a unit's parameters all-gathered before its
-    forward and its backward (``prefetch`` units ahead), its gradients reduce-scattered after."""
+    """One worker's ZeRO stage 3 / FSDP full shard, micro-batch by micro-batch: each unit's
+    parameters all-gathered before its forward and its backward (``prefetch`` units ahead), its
+    gradients reduce-scattered after its backward. The root unit (``root_layers``) is gathered
+    once before the first forward and kept to the end of backward."""
 
     def __init__(
         self,
@@ -181,50 +209,88 @@ class Zero3Member:
     ) -> None:
         self.env, self.ar, self.worker, self.prefetch = env, ar, worker, prefetch
         self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
-        self.unit_bytes = [
+        layer_bytes = [
             float(sum(a.elements for a in layer.arrays) * bytes_per_element)
             for layer in model.layers
         ]
+        root = set(root_layers(model))
+        # A layer's unit: its own index, or ROOT_UNIT; the root's bytes are all its layers'.
+        self.unit_of = [ROOT_UNIT if i in root else i for i in range(len(layer_bytes))]
+        self.unit_bytes = {u: 0.0 for u in self.unit_of}
+        self.first_layer: dict[int, int] = {}  # what the collective names (traces)
+        for layer, unit in enumerate(self.unit_of):
+            self.unit_bytes[unit] += layer_bytes[layer]
+            self.first_layer.setdefault(unit, layer)
+        # The blocks in forward order: what is gathered (again, before backward) per layer.
+        self.blocks = [i for i, u in enumerate(self.unit_of) if u != ROOT_UNIT]
         self.layer_of = list(model.array_layer)
-        self.keys_in = [len(layer.arrays) for layer in model.layers]
-        self.gathers: dict[tuple[int, bool, int], simpy.Event] = {}
-        self.issued: set[tuple[int, bool, int]] = set()
-        self.grads: dict[tuple[int, int], list[Done]] = {}
+        self.keys_in = {u: 0 for u in self.unit_bytes}
+        for layer in self.layer_of:
+            self.keys_in[self.unit_of[layer]] += 1
+        self.gathers: dict[tuple[int, int, bool, int], simpy.Event] = {}
+        self.issued: set[tuple[int, int, bool, int]] = set()
+        self.grads: dict[tuple[int, int, int], list[Done]] = {}
 
-    def gather(self, iteration: int, layer: int, backward: bool) -> simpy.Event | None:
-        """The event of unit ``layer``'s parameters gathered for this pass (None: nothing to
-        gather); issues the next ``prefetch`` units' gathers too."""
-        step = -1 if backward else 1
-        n = len(self.unit_bytes)
-        for ahead in range(self.prefetch + 1):
-            unit = layer + step * ahead
-            if 0 <= unit < n:
-                self._issue(iteration, backward, unit)
-        return self.gathers.pop((iteration, backward, layer), None)
+    def gather(
+        self, iteration: int, layer: int, backward: bool, micro: int = 0
+    ) -> simpy.Event | None:
+        """The event of ``layer``'s parameters gathered for this pass of micro-batch ``micro``
+        (None: nothing to wait for); issues the next ``prefetch`` blocks' gathers too. The
+        root unit is gathered with the first forward and never before backward."""
+        if not backward and layer == 0:
+            # A new pass: forget the previous one's issued gathers.
+            self.issued = {t for t in self.issued if t[:2] == (iteration, micro)}
+            if ROOT_UNIT in self.unit_bytes:
+                self._issue(iteration, micro, False, ROOT_UNIT)
+        unit = self.unit_of[layer]
+        # The blocks from this layer on in the pass's order: this one (if a block) and the
+        # ``prefetch`` after it.
+        if backward:
+            ahead = [b for b in reversed(self.blocks) if b <= layer]
+        else:
+            ahead = [b for b in self.blocks if b >= layer]
+        for block in ahead[: self.prefetch + (unit != ROOT_UNIT)]:
+            self._issue(iteration, micro, backward, block)
+        if unit == ROOT_UNIT:
+            return self.gathers.pop((iteration, micro, False, ROOT_UNIT), None)
+        return self.gathers.pop((iteration, micro, backward, unit), None)
 
-    def _issue(self, iteration: int, backward: bool, unit: int) -> None:
-        tag = (iteration, backward, unit)
+    def _issue(self, iteration: int, micro: int, backward: bool, unit: int) -> None:
+        tag = (iteration, micro, backward, unit)
         if tag in self.issued or self.unit_bytes[unit] == 0:
             return
-        if not backward and unit == 0:
-            # A new iteration: forget the previous one's issued gathers.
-            self.issued = {t for t in self.issued if t[0] == iteration}
         event = self.env.event()
         self.gathers[tag] = event
         self.issued.add(tag)
-        self.ar.submit(
-            ("ag3", *tag), iteration, unit, self.unit_bytes[unit], HALF, lambda _w: event.succeed()
-        )
+        nbytes, first = self.unit_bytes[unit], self.first_layer[unit]
+        self.ar.submit(("ag3", *tag), iteration, first, nbytes, HALF, lambda _w: event.succeed())
 
     def communicate(self, iteration: int, key: int, done: Done) -> None:
-        layer = self.layer_of[key]
-        dones = self.grads.setdefault((iteration, layer), [])
-        dones.append(done)
-        if len(dones) == self.keys_in[layer]:
-            finish = _call_all(self.grads.pop((iteration, layer)))
-            nbytes = self.unit_bytes[layer]
-            tag, fraction = ("rs3", iteration, layer), self.reduce_scatter
-            self.ar.submit(tag, iteration, layer, nbytes, fraction, finish)
+        """The last micro-batch's gradient of ``key``: its unit's reduce-scatter, once the
+        unit's every gradient is ready, gives the step its shard (``done``)."""
+        self._reduce(iteration, -1, key, done)
+
+    def accumulate(self, iteration: int, micro: int, key: int) -> None:
+        """An earlier micro-batch's gradient of ``key``, reduce-scattered as the last one's is:
+        FSDP without ``no_sync`` (what llm-foundry's Composer and realrun run: Composer enters
+        ``no_sync`` only for DistributedDataParallel, composer/trainer/trainer.py) and DeepSpeed's
+        stage 3 reduce every micro-batch into the sharded gradient. Nothing waits for it alone:
+        the job's collectives run in order, so the last micro-batch's come after it."""
+        self._reduce(iteration, micro, key, None)
+
+    def _reduce(self, iteration: int, micro: int, key: int, done: Done | None) -> None:
+        unit = self.unit_of[self.layer_of[key]]
+        dones = self.grads.setdefault((iteration, micro, unit), [])
+        dones.append(done if done is not None else _ignore)
+        if len(dones) == self.keys_in[unit]:
+            finish = _call_all(self.grads.pop((iteration, micro, unit)))
+            tag, fraction = ("rs3", iteration, micro, unit), self.reduce_scatter
+            nbytes, first = self.unit_bytes[unit], self.first_layer[unit]
+            self.ar.submit(tag, iteration, first, nbytes, fraction, finish)
+
+
+def _ignore(_waited_s: float) -> None:
+    """An accumulation micro-batch's reduce-scatter done: nothing waits on it alone."""
 
 
 def members(

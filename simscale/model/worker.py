@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -43,6 +44,17 @@ class Span:
     start_s: float
     end_s: float
     iteration: int
+
+
+class ShardedParameters(Protocol):
+    """ZeRO stage 3 / FSDP full shard (simscale.comm.sharded.Zero3Member): parameters gathered
+    before each pass over a layer, gradients reduce-scattered every micro-batch."""
+
+    def gather(
+        self, iteration: int, layer: int, backward: bool, micro: int = 0
+    ) -> simpy.Event | None: ...
+
+    def accumulate(self, iteration: int, micro: int, key: int) -> None: ...
 
 
 class LayerGate:
@@ -87,16 +99,17 @@ class Worker:
         on_start: Callable[[int], None],
         next_batch: Callable[[], simpy.Event] | None = None,
         micro_batches: int = 1,
-        gather: Callable[[int, int, bool], simpy.Event | None] | None = None,
+        sharded: ShardedParameters | None = None,
     ) -> None:
         self.env = env
         # Gradient accumulation: the micro-batches before the last run forward and backward
-        # without communicating (DDP's no_sync), between the gated forward and the last
-        # backward, which communicates.
+        # between the gated forward and the last backward, which communicates. Without
+        # sharded parameters they do not communicate (DDP's no_sync); with them each runs its
+        # own forward and backward, gathering and reduce-scattering as FSDP does.
         self.micro_batches = micro_batches
-        # ZeRO stage 3 / FSDP: the gather of a layer's parameters before its forward
-        # (backward=False) and its backward (simscale.comm.sharded); None: weights stay whole.
-        self.gather = gather
+        # ZeRO stage 3 / FSDP: a layer's parameters gathered before its forward and its
+        # backward (simscale.comm.sharded); None: weights stay whole.
+        self.sharded = sharded
         self.next_batch = next_batch  # the host's input pipeline; None: synthetic data
         self.rank = rank
         self.layer_keys = layer_keys
@@ -124,55 +137,87 @@ class Worker:
                 t0 = env.now
                 yield self.next_batch()
                 self.stats.input_wait_s.append(env.now - t0)
-            for layer, gate in enumerate(self.gates):
-                if gate.event is not None and not gate.event.triggered:
-                    t0 = env.now
-                    yield gate.event
-                    wait = env.now - t0
-                    blocked += wait
-                    others += min(wait, gate.waited_for_others_s)
-                    if self.spans is not None:
-                        self.spans.append(Span(track, f"wait layer {layer}", t0, env.now, it))
-                if self.gather is not None:
-                    wait = yield from self._gathered(it, layer, False)
-                    blocked += wait
-                dt = self.fwd_s[layer] * factor
-                if dt > 0:
-                    if self.spans is not None:
-                        self.spans.append(Span(track, f"fwd {layer}", env.now, env.now + dt, it))
-                    yield env.timeout(dt)
-                    compute += dt
-            if self.micro_batches > 1:
+            c, b, others = yield from self._forward(it, 0, factor)
+            compute, blocked = compute + c, blocked + b
+            if self.micro_batches > 1 and self.sharded is None:
                 dt = (self.micro_batches - 1) * float(self.fwd_s.sum() + self.bwd_s.sum()) * factor
                 if self.spans is not None:
                     self.spans.append(Span(track, "accumulate", env.now, env.now + dt, it))
                 yield env.timeout(dt)
                 compute += dt
-            bwd_end = env.now + float(self.bwd_s.sum()) * factor
-            for layer in range(len(self.gates) - 1, -1, -1):
-                if self.gather is not None:
-                    wait = yield from self._gathered(it, layer, True)
-                    blocked += wait
-                dt = self.bwd_s[layer] * factor
-                if dt > 0:
-                    if self.spans is not None:
-                        self.spans.append(Span(track, f"bwd {layer}", env.now, env.now + dt, it))
-                    yield env.timeout(dt)
-                    compute += dt
-                keys = self.layer_keys[layer]
-                if keys:
-                    self.gates[layer].open_for(len(keys))
-                    delay = self.overlap_loss * (bwd_end - env.now)
-                    for key in keys:
-                        self._start(it, layer, key, delay)
+            elif self.micro_batches > 1:
+                for micro in range(self.micro_batches - 1):
+                    c, b = yield from self._backward(it, micro, factor)
+                    c2, b2, _ = yield from self._forward(it, micro + 1, factor)
+                    compute, blocked = compute + c + c2, blocked + b + b2
+            c, b = yield from self._backward(it, self.micro_batches - 1, factor)
+            compute, blocked = compute + c, blocked + b
             self.stats.compute_s.append(compute)
             self.stats.blocked_s.append(blocked)
             self.stats.waited_for_others_s.append(others)
 
-    def _gathered(self, it: int, layer: int, backward: bool) -> simpy.events.ProcessGenerator:
+    def _forward(self, it: int, micro: int, factor: float) -> simpy.events.ProcessGenerator:
+        """Micro-batch ``micro``'s forward, layer by layer, the first waiting for each layer's
+        new weights: (compute, blocked, of it waiting for other workers) seconds."""
+        track = f"worker{self.rank}"
+        compute = blocked = others = 0.0
+        for layer, gate in enumerate(self.gates):
+            if micro == 0 and gate.event is not None and not gate.event.triggered:
+                t0 = self.env.now
+                yield gate.event
+                wait = self.env.now - t0
+                blocked += wait
+                others += min(wait, gate.waited_for_others_s)
+                if self.spans is not None:
+                    self.spans.append(Span(track, f"wait layer {layer}", t0, self.env.now, it))
+            if self.sharded is not None:
+                blocked += yield from self._gathered(it, micro, layer, False)
+            dt = self.fwd_s[layer] * factor
+            if dt > 0:
+                if self.spans is not None:
+                    self.spans.append(
+                        Span(track, f"fwd {layer}", self.env.now, self.env.now + dt, it)
+                    )
+                yield self.env.timeout(dt)
+                compute += dt
+        return compute, blocked, others
+
+    def _backward(self, it: int, micro: int, factor: float) -> simpy.events.ProcessGenerator:
+        """Micro-batch ``micro``'s backward, last layer first, each layer's gradients handed on
+        as they are ready: the last micro-batch's to ``communicate`` (and the gates), an
+        earlier one's to the sharded parameters' reduce-scatter: (compute, blocked) seconds."""
+        track = f"worker{self.rank}"
+        last = micro == self.micro_batches - 1
+        compute = blocked = 0.0
+        bwd_end = self.env.now + float(self.bwd_s.sum()) * factor
+        for layer in range(len(self.gates) - 1, -1, -1):
+            if self.sharded is not None:
+                blocked += yield from self._gathered(it, micro, layer, True)
+            dt = self.bwd_s[layer] * factor
+            if dt > 0:
+                if self.spans is not None:
+                    self.spans.append(
+                        Span(track, f"bwd {layer}", self.env.now, self.env.now + dt, it)
+                    )
+                yield self.env.timeout(dt)
+                compute += dt
+            keys = self.layer_keys[layer]
+            if keys and last:
+                self.gates[layer].open_for(len(keys))
+                delay = self.overlap_loss * (bwd_end - self.env.now)
+                for key in keys:
+                    self._start(it, layer, key, delay)
+            elif keys and self.sharded is not None:
+                for key in keys:
+                    self.sharded.accumulate(it, micro, key)
+        return compute, blocked
+
+    def _gathered(
+        self, it: int, micro: int, layer: int, backward: bool
+    ) -> simpy.events.ProcessGenerator:
         """Wait for layer ``layer``'s parameters to be gathered; the seconds waited."""
-        assert self.gather is not None
-        event = self.gather(it, layer, backward)
+        assert self.sharded is not None
+        event = self.sharded.gather(it, layer, backward, micro)
         if event is None or event.triggered:
             return 0.0
         t0 = self.env.now

@@ -23,7 +23,7 @@ from simscale.model.worker import Worker
 from simscale.network import Network
 from simscale.report.results import Result, WorkerResult
 from simscale.spec.costs import CostModel
-from simscale.spec.scenario import Scenario
+from simscale.spec.scenario import COLLECTIVE_MODES, Scenario
 from simscale.zoo import ModelSpec
 
 MIN_MEASURED = 3  # iterations that must agree before the measurement counts as stable
@@ -146,7 +146,11 @@ class Measurement:
             per_worker=tuple(per_worker),
             utilization=tuple(util),
             bottleneck=bottleneck(
-                util, breakdown, s.kvstore.mode == "allreduce", stragglers=(1 - 1 / factor, gpus)
+                util,
+                breakdown,
+                s.kvstore.mode,
+                stragglers=(1 - 1 / factor, gpus),
+                zero_stage=s.kvstore.zero.stage,
             ),
             iterations_measured=n,
             stable=run.stable,
@@ -258,13 +262,14 @@ class Measurement:
 def bottleneck(
     util: Sequence[Utilization],
     breakdown: dict[str, float],
-    allreduce: bool = False,
+    mode: str = "",
     stragglers: tuple[float, int] = (0.0, 1),
+    zero_stage: int = 3,
 ) -> str:
     """The bottleneck in words: the saturated resource, or what holds the iteration back when
-    none is saturated (resources taking turns along the push-update-pull chain; for a ring,
-    its per-step latencies and per-tensor costs). ``stragglers``: the share of compute time
-    spent waiting for the slowest GPU, and of how many (simscale.model.stragglers)."""
+    none is saturated, as ``mode`` (the kvstore's; ``zero_stage`` under "zero") moves
+    gradients (``exposed_chain``). ``stragglers``: the share of compute time spent waiting
+    for the slowest GPU, and of how many (simscale.model.stragglers)."""
     if not util:
         return "nothing measured"
     ranked = sorted(util, key=lambda u: -u.busy_fraction)
@@ -289,13 +294,39 @@ def bottleneck(
             f"waiting for other workers ({waiting_ms:.1f} ms per iteration): stragglers; "
             f"busiest communication resources over the iteration: {busiest}"
         )
-    if allreduce and comm and comm[0].kind == "transport":
-        chain = "the ring between hosts is held to its transport's ceiling"
-    elif allreduce:
-        chain = "the ring's step latencies and per-tensor costs add up"
-    else:
-        chain = "the push-update-pull chain takes turns"
+    chain = exposed_chain(mode, zero_stage, bool(comm) and comm[0].kind == "transport")
     return (
         f"exposed communication ({exposed_ms:.1f} ms per iteration) with no resource "
         f"saturated: {chain}; busiest over the iteration: {busiest}"
+    )
+
+
+def exposed_chain(mode: str, zero_stage: int = 3, transport_bound: bool = False) -> str:
+    """Why communication is exposed with no resource saturated, as ``mode`` moves gradients:
+    a parameter server's resources take turns along its push-update-pull chain; a Horovod
+    ring adds up per-step latencies and per-tensor costs; DDP's and ZeRO/FSDP's collectives
+    run one at a time (simscale.comm.sharded), so what backward (or, at stage 3, each unit's
+    compute) does not hide waits. ``transport_bound``: the busiest resource is a collective
+    transport held to its ceiling."""
+    if mode not in COLLECTIVE_MODES:
+        return "the push-update-pull chain takes turns"
+    if transport_bound and mode == "allreduce":
+        return "the ring between hosts is held to its transport's ceiling"
+    if transport_bound:
+        return "the collectives between hosts are held to their transport's ceiling"
+    if mode == "allreduce":
+        return "the ring's step latencies and per-tensor costs add up"
+    if mode == "ddp":
+        return (
+            "the gradient buckets' all-reduces run one at a time and backward does not hide "
+            "the last of them"
+        )
+    if zero_stage < 3:
+        return (
+            "the gradients' reduce-scatters and the parameters' all-gather after backward run "
+            "one at a time"
+        )
+    return (
+        "forward and backward wait for units' parameter all-gathers, the collectives "
+        "running one at a time"
     )

@@ -48,6 +48,8 @@ SHAPES = [
     _scenario(8, "gpt2", {"mode": "ddp"}, **GPT),
     _scenario(4, "gpt2", {"mode": "zero", "zero": {"stage": 2}}, **GPT),
     _scenario(16, "gpt2", {"mode": "zero", "zero": {"stage": 3}}, **GPT),
+    # Every micro-batch gathers and reduce-scatters (simscale.comm.sharded).
+    _scenario(4, "gpt2", {"mode": "zero", "zero": {"stage": 3}}, **GPT, micro_batches=3),
 ]
 
 
