@@ -88,7 +88,7 @@ def published_sources() -> list[str]:
 
 def exact_is_cheap(name: str) -> bool:
     return "exact" not in name.split("|")[-1] or not any(
-        big in name for big in ("64gpu", "32gpu", "16gpu")
+        big in name for big in ("64gpu", "32gpu", "16gpu", "1024gpu")
     )
 
 
