@@ -104,7 +104,19 @@ def main() -> None:
         action="store_true",
         help="compute and add only the scenario cases the golden file lacks (a new scenario)",
     )
+    p.add_argument(
+        "--scenarios-only",
+        action="store_true",
+        help="with --write: rewrite only scenarios.json (a change of words, not of numbers)",
+    )
     a = p.parse_args()
+    if a.write and a.scenarios_only:
+        scen = compute_all()
+        (GOLDEN_DIR / "scenarios.json").write_text(
+            json.dumps(scen, indent=1, sort_keys=True) + "\n"
+        )
+        print(f"{len(scen)} scenario cases written")
+        return
     if a.add_missing:
         path = GOLDEN_DIR / "scenarios.json"
         golden = json.loads(path.read_text())
