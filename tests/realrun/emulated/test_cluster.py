@@ -28,6 +28,7 @@ from simscale.model.cluster import layout
 from simscale.model.compute import layer_times
 from simscale.spec.costs import CostModel
 from simscale.spec.scenario import load_scenario
+from tests.support.load import CpuWindow, within
 from tests.support.paths import ROOT
 from tests.support.system import (
     SSH_SKIP,
@@ -159,6 +160,7 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
     assert bound_s == pytest.approx(2.56 / servers)
     ratios: list[float] = []
     verdicts: list[str] = []
+    window = CpuWindow()
     for attempt in range(3):
         record, _ = run_scenario(
             scenario,
@@ -180,10 +182,14 @@ def test_a_communication_bound_run_reaches_the_analytic_bound(tmp_path: Path, se
         verdicts.append(record.invalid_reason if not record.valid else "")
         if ratios[-1] <= 1.15 and record.valid:
             break
-    if min(ratios) > 1.15 and all(verdicts):
-        # Every run was judged by the machine-load verdict: this machine, not the code, was
-        # the bottleneck (another program held the cores). A valid run that misses fails.
-        pytest.skip(f"every run invalid on this machine's load: {verdicts}; ratios {ratios}")
+    if min(ratios) > 1.15 and (all(verdicts) or window.saturated):
+        # The machine-load verdict ruled every run invalid, or all cores were saturated over
+        # the runs (seen: ratios 1.49, 1.32, 1.17 with all cores 100% busy): this machine, not
+        # the code, was the bottleneck. A miss with cores to spare fails.
+        pytest.skip(
+            f"this machine's load ({window.busy:.0%} of all cores busy; verdicts {verdicts}) "
+            f"held every run back: ratios {ratios}"
+        )
     assert min(ratios) <= 1.15, (ratios, verdicts)
     assert record.valid, record.invalid_reason
     env = record.environment
@@ -346,13 +352,15 @@ def test_emulated_iterations_last_the_replayed_compute_when_communication_is_fre
     def train(po):
         return EmulatedTrainer(KVWorker(po), device, iterations, 0, True, SGD(0.1)).run()
 
-    with InProcessJob(2, 2) as job:
+    with CpuWindow() as window, InProcessJob(2, 2) as job:
         results = job.run_workers(train)
     for timings in results:
         assert [t.iteration for t in timings] == list(range(iterations))
         compute = sorted(t.compute_s for t in timings)
         assert compute[0] >= expected * 0.99  # never shorter than the replayed times
-        assert compute[len(compute) // 2] < expected + 0.010
         assert all(t.loss is None for t in timings)
+    for timings in results:  # late wake-ups: a miss on a saturated machine skips, naming it
+        late_s = sorted(t.compute_s for t in timings)[len(timings) // 2] - expected
+        within(late_s, 0.010, window, "the median iteration past its replayed compute")
     updates = sorted(s.updates for srv in job.servers for s in srv.slices.values())
     assert set(updates) == {iterations}
