@@ -15,13 +15,14 @@ from collections.abc import Callable
 import numpy as np
 
 from simscale.comm.allreduce import AllReduce
+from simscale.comm.collectives import build_collectives
 from simscale.comm.communicator import Communicator
 from simscale.comm.local import local_kvstore
 from simscale.comm.ps.client import PSClient, PSProtocol
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
-from simscale.comm.sharded import Zero3Member, collective_library, members
+from simscale.comm.sharded import Zero3Member
 from simscale.des.clock import CountingEnvironment, IncompleteRun, Progress, WallClock
 from simscale.des.serial import CorePool
 from simscale.des.utilization import Measured
@@ -121,44 +122,18 @@ class Simulation:
         self.allreduce: AllReduce | None = None
         if s.kvstore.mode in DIST_MODES:
             self._build_servers()
-        elif s.kvstore.mode in COLLECTIVE_MODES:
-            on_buffer = self.key_phases.buffer if self.key_phases else None
+        self.sharded: list[Communicator] = []
+        if s.kvstore.mode in COLLECTIVE_MODES:
             # On the symmetric path the representative's ring has the real cluster's W hosts
             # and sends to its successor (simscale.model.ring_symmetry).
             reduced = isinstance(self.reduction, ring_symmetry.RingReduction)
-            self.allreduce = AllReduce.for_scenario(
-                env,
-                self.net,
-                self.topology,
-                lay,
-                s,
-                costs,
-                self.key_bytes,
-                on_buffer,
+            built = build_collectives(
+                *(env, self.net, self.topology, lay, s, costs, self.model, self.key_bytes, bpe),
+                on_buffer=self.key_phases.buffer if self.key_phases else None,
                 ring_size=self.full_layout.num_workers,
                 successor=ring_symmetry.SUCCESSOR if reduced else None,
             )
-        self.sharded: list[Communicator] = []
-        if s.kvstore.mode in ("ddp", "zero"):
-            assert self.allreduce is not None
-            kv = s.kvstore
-            self.sharded = list(
-                members(
-                    env,
-                    self.allreduce,
-                    lay.num_workers,
-                    kv.mode,
-                    self.model,
-                    self.key_bytes,
-                    bpe,
-                    bucket_mb=kv.ddp.bucket_mb,
-                    first_bucket_mb=kv.ddp.first_bucket_mb,
-                    zero_stage=kv.zero.stage,
-                    zero_bucket_mb=kv.zero.bucket_mb,
-                    prefetch=kv.zero.prefetch,
-                    library=collective_library(s),
-                )
-            )
+            self.allreduce, self.sharded = built.allreduce, built.members
         self._build_workers()
         parts: list[Measured] = [self.servers] if self.servers is not None else []
         parts += [*self.copies, *self.loaders, *self.clients]

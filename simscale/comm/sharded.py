@@ -14,7 +14,7 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   shard; after the last one every rank updates its shard and the updated parameters are
   all-gathered, the step ending when they all are (an all-reduce's traffic, as the ZeRO paper
   says, but the gather half after backward rather than overlapped with it). Stages 1 and 2 move
-  the same bytes; they differ in memory (simscale.model.memory).
+  the same bytes; they differ in memory (simscale.zoo.memory).
 - **ZeRO stage 3 / FSDP full shard** (torch/distributed/fsdp, DeepSpeed stage3.py): each unit
   (a zoo layer: a transformer block) is all-gathered before its forward and again before its
   backward, ``prefetch`` units ahead, and its gradient reduce-scattered after its backward. The

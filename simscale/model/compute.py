@@ -3,7 +3,7 @@
 The zoo gives forward FLOPs per sample per layer; the hardware preset gives the peak; the cost
 model gives the achieved efficiency. Backward costs BACKWARD_TO_FORWARD times the forward, plus
 the forward FLOPs activation checkpointing recomputes (``Layer.recompute_flops``,
-simscale.model.checkpointing) at the same speed.
+simscale.zoo.checkpointing) at the same speed.
 
 A layer built around a 3x3 convolution runs ``winograd_3x3_speedup`` times faster than its direct
 FLOP count says: cuDNN computes such convolutions with Winograd's minimal filtering (Lavin & Gray

@@ -62,7 +62,7 @@ class Result:
     approximate: bool = False
     # Empty for a run that finished; else why it stopped before (e.g. --max-seconds).
     stopped_early: str = ""
-    # Peak GPU memory of one rank by term, GiB (simscale.model.memory); the DDP and ZeRO modes
+    # Peak GPU memory of one rank by term, GiB (simscale.zoo.memory); the DDP and ZeRO modes
     # only, where it is checked (None elsewhere, and left out of the JSON).
     memory_per_gpu: dict[str, float] | None = None
 

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from simscale import zoo
-from simscale.model.checkpointing import checkpointed
-from simscale.model.memory import MemoryUse, memory_use
 from simscale.spec import hardware
 from simscale.spec.config import (
     ConfigError,
@@ -29,6 +27,8 @@ from simscale.spec.config import (
 )
 from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND
 from simscale.spec.unknowns import FactRange
+from simscale.zoo.checkpointing import checkpointed
+from simscale.zoo.memory import MemoryUse, memory_use
 
 ScenarioError = ConfigError
 
@@ -289,7 +289,7 @@ class ModelConfig:
 class OptimizerConfig:
     """SGD with momentum and weight decay, applied on the servers (MXNet's updater), or Adam,
     as transformers train; the kind sets the optimizer state a GPU holds
-    (simscale.model.memory)."""
+    (simscale.zoo.memory)."""
 
     type: Literal["sgd", "adam"] = "sgd"
     learning_rate: float = field(default=0.1, metadata=above(0.0, 1000.0))
@@ -333,7 +333,7 @@ class TrainingConfig:
     attention: Literal["eager", "flash"] = "eager"
     # Activation checkpointing of each transformer block (Korthikanti et al. 2022): "selective"
     # recomputes attention's s x s part in backward instead of storing it, "full" keeps only
-    # each block's input and reruns its forward (simscale.model.checkpointing). Memory and
+    # each block's input and reruns its forward (simscale.zoo.checkpointing). Memory and
     # compute.
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
 
@@ -592,7 +592,7 @@ class Scenario:
                 )
 
     def _validate_memory(self) -> None:
-        """Refuse a sharded or DDP job whose rank does not fit its GPU (simscale.model.memory)."""
+        """Refuse a sharded or DDP job whose rank does not fit its GPU (simscale.zoo.memory)."""
         for i, g in enumerate(self.cluster.hosts):
             use = self.memory_use(i)
             if not use.fits:
@@ -605,7 +605,7 @@ class Scenario:
                 )
 
     def memory_use(self, group: int = 0) -> MemoryUse:
-        """Peak memory of one rank on host group ``group`` (simscale.model.memory)."""
+        """Peak memory of one rank on host group ``group`` (simscale.zoo.memory)."""
         g = self.cluster.hosts[group]
         t, kv = self.training, self.kvstore
         return memory_use(

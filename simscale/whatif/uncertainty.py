@@ -23,8 +23,9 @@ import numpy as np
 
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import Profile, default_costs, default_profile
+from simscale.spec.ranges import apply_values, ranges_for
 from simscale.spec.scenario import Scenario
-from simscale.spec.unknowns import FACTS, FactRange, apply_values, ranges_for
+from simscale.spec.unknowns import FACTS, FactRange
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 

@@ -35,12 +35,12 @@ class Layer:
     fwd_flops: float
     arrays: tuple[ParamArray, ...] = ()
     # Bytes of activations one sample leaves stored for backward, at 16-bit activations (twice
-    # that in fp32): the memory model's activation term (simscale.model.memory).
+    # that in fp32): the memory model's activation term (simscale.zoo.memory).
     activation_bytes: float = 0.0
     # The part of activation_bytes that is attention's s x s scores (softmax, dropout mask):
     # flash attention recomputes them in backward instead of storing them.
     attention_score_bytes: float = 0.0
-    # A transformer block's facts activation checkpointing needs (simscale.model.checkpointing):
+    # A transformer block's facts activation checkpointing needs (simscale.zoo.checkpointing):
     # the FLOPs per sample of attention's sequence term (what selective recomputation redoes)
     # and the bytes of the block's input (what full recomputation keeps, 2·s·d at 16-bit).
     attention_flops: float = 0.0

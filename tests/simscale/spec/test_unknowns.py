@@ -8,8 +8,8 @@ import pytest
 from simscale.spec.config import ConfigError
 from simscale.spec.costs import CostModel
 from simscale.spec.hardware import INSTANCES
+from simscale.spec.ranges import apply_values, ranges_for
 from simscale.spec.scenario import scenario_from_dict
-from simscale.spec.unknowns import apply_values, ranges_for
 
 
 def _scenario(hosts: dict, unknowns: list | None = None, mode: str = "dist_sync") -> dict:

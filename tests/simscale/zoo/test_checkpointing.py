@@ -1,4 +1,4 @@
-"""Activation checkpointing (simscale.model.checkpointing): Korthikanti et al. 2022's memory per
+"""Activation checkpointing (simscale.zoo.checkpointing): Korthikanti et al. 2022's memory per
 block and the forward FLOPs each mode recomputes in backward."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from simscale import zoo
-from simscale.model.checkpointing import checkpointed, stored_activation_bytes
 from simscale.model.compute import layer_times
 from simscale.spec.config import ConfigError
 from simscale.spec.costs import CostModel
 from simscale.spec.scenario import scenario_from_dict
+from simscale.zoo.checkpointing import checkpointed, stored_activation_bytes
 
 # GPT-2 124M at 1,024 tokens: h = 768, a = 12, 12 blocks.
 S, H, A, BLOCKS = 1024, 768, 12, 12

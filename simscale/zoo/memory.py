@@ -18,7 +18,7 @@ default ``gradient_as_bucket_view=False``; torch's docs: turning it on saves "th
 gradients size"), so DDP holds the gradients twice.
 
 Activations are the zoo layers' stored bytes per sample (simscale.zoo.spec.Layer), less what
-activation checkpointing recomputes (simscale.model.checkpointing), times the micro-batch,
+activation checkpointing recomputes (simscale.zoo.checkpointing), times the micro-batch,
 doubled when the network computes in fp32 or tf32. Not counted: the CUDA context
 and library workspaces (a few hundred MB to a GB, varying by version) and allocator
 fragmentation; so "fits" means the model's own state fits.
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simscale.model.checkpointing import stored_activation_bytes
 from simscale.zoo import ModelSpec
+from simscale.zoo.checkpointing import stored_activation_bytes
 
 GIB = 2**30
 

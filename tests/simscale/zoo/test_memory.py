@@ -1,11 +1,11 @@
-"""Peak memory of a data-parallel rank (simscale.model.memory), against the ZeRO paper."""
+"""Peak memory of a data-parallel rank (simscale.zoo.memory), against the ZeRO paper."""
 
 from __future__ import annotations
 
 import pytest
 
-from simscale.model.memory import GIB, memory_use
 from simscale.zoo import Layer, ModelSpec, ParamArray
+from simscale.zoo.memory import GIB, memory_use
 
 # ZeRO (Rajbhandari et al. 2020), Figure 1: a 7.5 B-parameter model, Adam in mixed precision
 # (K = 12), 64 data-parallel ranks: 120 GB per rank unsharded, 31.4 GB with the optimizer state

@@ -14,7 +14,7 @@ sections 4.1 and 5, no tensor or sequence parallelism), per block of ``s`` token
 
 Layers that are not blocks (embeddings, the head with its logits) are not checkpointed, as
 torch's ``checkpoint_wrapper`` applied per block (FSDP, torchtitan, llm-foundry) leaves them.
-With flash attention the scores are never stored (simscale.model.memory), so ``selective`` then
+With flash attention the scores are never stored (simscale.zoo.memory), so ``selective`` then
 saves no memory; its recompute is still counted, as the policy reruns the core attention.
 """
 
