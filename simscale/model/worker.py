@@ -57,6 +57,16 @@ class ShardedParameters(Protocol):
     def accumulate(self, iteration: int, micro: int, key: int) -> None: ...
 
 
+@dataclass
+class _Tally:
+    """One iteration's seconds so far, summed in the order they happen (the golden
+    predictions are compared to the byte)."""
+
+    compute_s: float = 0.0
+    blocked_s: float = 0.0
+    others_s: float = 0.0  # of blocked_s, waiting for other workers
+
+
 class LayerGate:
     """Per-layer readiness of one worker's keys: the forward of a layer waits on it."""
 
@@ -132,46 +142,44 @@ class Worker:
             self.stats.starts_s.append(env.now)
             self.on_start(it)
             factor = float(self.jitter[it])
-            compute = blocked = others = 0.0
             if self.next_batch is not None:
                 t0 = env.now
                 yield self.next_batch()
                 self.stats.input_wait_s.append(env.now - t0)
-            c, b, others = yield from self._forward(it, 0, factor)
-            compute, blocked = compute + c, blocked + b
+            tally = _Tally()
+            yield from self._forward(it, 0, factor, tally)
             if self.micro_batches > 1 and self.sharded is None:
                 dt = (self.micro_batches - 1) * float(self.fwd_s.sum() + self.bwd_s.sum()) * factor
                 if self.spans is not None:
                     self.spans.append(Span(track, "accumulate", env.now, env.now + dt, it))
                 yield env.timeout(dt)
-                compute += dt
+                tally.compute_s += dt
             elif self.micro_batches > 1:
                 for micro in range(self.micro_batches - 1):
-                    c, b = yield from self._backward(it, micro, factor)
-                    c2, b2, _ = yield from self._forward(it, micro + 1, factor)
-                    compute, blocked = compute + c + c2, blocked + b + b2
-            c, b = yield from self._backward(it, self.micro_batches - 1, factor)
-            compute, blocked = compute + c, blocked + b
-            self.stats.compute_s.append(compute)
-            self.stats.blocked_s.append(blocked)
-            self.stats.waited_for_others_s.append(others)
+                    yield from self._backward(it, micro, factor, tally)
+                    yield from self._forward(it, micro + 1, factor, tally)
+            yield from self._backward(it, self.micro_batches - 1, factor, tally)
+            self.stats.compute_s.append(tally.compute_s)
+            self.stats.blocked_s.append(tally.blocked_s)
+            self.stats.waited_for_others_s.append(tally.others_s)
 
-    def _forward(self, it: int, micro: int, factor: float) -> simpy.events.ProcessGenerator:
+    def _forward(
+        self, it: int, micro: int, factor: float, tally: _Tally
+    ) -> simpy.events.ProcessGenerator:
         """Micro-batch ``micro``'s forward, layer by layer, the first waiting for each layer's
-        new weights: (compute, blocked, of it waiting for other workers) seconds."""
+        new weights; its seconds added to ``tally``."""
         track = f"worker{self.rank}"
-        compute = blocked = others = 0.0
         for layer, gate in enumerate(self.gates):
             if micro == 0 and gate.event is not None and not gate.event.triggered:
                 t0 = self.env.now
                 yield gate.event
                 wait = self.env.now - t0
-                blocked += wait
-                others += min(wait, gate.waited_for_others_s)
+                tally.blocked_s += wait
+                tally.others_s += min(wait, gate.waited_for_others_s)
                 if self.spans is not None:
                     self.spans.append(Span(track, f"wait layer {layer}", t0, self.env.now, it))
             if self.sharded is not None:
-                blocked += yield from self._gathered(it, micro, layer, False)
+                tally.blocked_s += yield from self._gathered(it, micro, layer, False)
             dt = self.fwd_s[layer] * factor
             if dt > 0:
                 if self.spans is not None:
@@ -179,20 +187,21 @@ class Worker:
                         Span(track, f"fwd {layer}", self.env.now, self.env.now + dt, it)
                     )
                 yield self.env.timeout(dt)
-                compute += dt
-        return compute, blocked, others
+                tally.compute_s += dt
 
-    def _backward(self, it: int, micro: int, factor: float) -> simpy.events.ProcessGenerator:
+    def _backward(
+        self, it: int, micro: int, factor: float, tally: _Tally
+    ) -> simpy.events.ProcessGenerator:
         """Micro-batch ``micro``'s backward, last layer first, each layer's gradients handed on
         as they are ready: the last micro-batch's to ``communicate`` (and the gates), an
-        earlier one's to the sharded parameters' reduce-scatter: (compute, blocked) seconds."""
+        earlier one's to the sharded parameters' reduce-scatter; its seconds added to
+        ``tally``."""
         track = f"worker{self.rank}"
         last = micro == self.micro_batches - 1
-        compute = blocked = 0.0
         bwd_end = self.env.now + float(self.bwd_s.sum()) * factor
         for layer in range(len(self.gates) - 1, -1, -1):
             if self.sharded is not None:
-                blocked += yield from self._gathered(it, micro, layer, True)
+                tally.blocked_s += yield from self._gathered(it, micro, layer, True)
             dt = self.bwd_s[layer] * factor
             if dt > 0:
                 if self.spans is not None:
@@ -200,7 +209,7 @@ class Worker:
                         Span(track, f"bwd {layer}", self.env.now, self.env.now + dt, it)
                     )
                 yield self.env.timeout(dt)
-                compute += dt
+                tally.compute_s += dt
             keys = self.layer_keys[layer]
             if keys and last:
                 self.gates[layer].open_for(len(keys))
@@ -210,7 +219,6 @@ class Worker:
             elif keys and self.sharded is not None:
                 for key in keys:
                     self.sharded.accumulate(it, micro, key)
-        return compute, blocked
 
     def _gathered(
         self, it: int, micro: int, layer: int, backward: bool

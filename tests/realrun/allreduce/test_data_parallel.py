@@ -150,3 +150,18 @@ def test_fsdp_equals_one_process_on_the_concatenated_batch(tmp_path, stage: int)
         formula += (n - 1) / n * block_bytes()
     for r in ranks:
         assert r["sent"] / (ITERATIONS - WARMUP) == pytest.approx(formula, rel=0.005)
+
+
+def test_fsdp_full_shard_gathers_and_reduce_scatters_every_micro_batch(tmp_path) -> None:
+    """With two micro-batches (no no_sync under FSDP, as Composer runs it) FULL_SHARD ranks
+    still end with the single-process weights, and each step sends twice what a one-micro-
+    batch step sends: every micro-batch gathers the units and reduce-scatters the gradients,
+    as simscale models it (tests/simscale/comm/test_sharded.py)."""
+    ranks = run_ranks(tmp_path, "zero", stage=3, micro=2)
+    want = reference_weights(micro=2)
+    for r in ranks:
+        assert_same(r["weights"], want)
+    n = RANKS
+    one_micro_batch = 3 * (n - 1) / n * gradient_bytes() + (n - 1) / n * block_bytes()
+    for r in ranks:
+        assert r["sent"] / (ITERATIONS - WARMUP) == pytest.approx(2 * one_micro_batch, rel=0.005)
