@@ -384,6 +384,13 @@ def test_no_function_in_simscale_is_longer_than_a_screen() -> None:
     assert not gone, f"no such function any more, remove from LONG_FUNCTIONS_ALLOWED: {gone}"
 
 
+def test_the_simulator_only_assembles_a_run() -> None:
+    """simulator.py builds the run from the modules that model each part; at most 350 lines
+    (issue 34): the protocol, the network and the measurement live elsewhere."""
+    lines = (ROOT / "simscale" / "simulator.py").read_text().count("\n")
+    assert lines <= 350, f"simscale/simulator.py has {lines} lines, expected at most 350"
+
+
 def test_a_test_module_imports_no_other_test_module() -> None:
     # Shared helpers live in tests/support (and fixtures in tests/conftest.py), so that running
     # one test file never runs, or depends on the layout of, another.
