@@ -74,7 +74,9 @@ def short_bottleneck(row: dict[str, Any]) -> str:
     m = re.match(r"(exposed communication|waiting for other workers) \(([\d.]+) ms", text)
     if m:
         what = "comm" if m.group(1).startswith("exposed") else "stragglers"
-        busiest = re.search(r"busiest(?: communication resources)?: (.*?) (\d+%)", text)
+        busiest = re.search(
+            r"busiest(?: communication resources| over the iteration)?: (.*?) (\d+%)", text
+        )
         tail = f"; {_short_resource(busiest.group(1))} {busiest.group(2)}" if busiest else ""
         return f"{what} {float(m.group(2)):.0f} ms{tail}"
     m = re.match(r"(.*) (\d+%) busy$", text)
