@@ -31,14 +31,23 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    # As wide as the longest name, so every row lines up whatever the zoo holds.
-    w = max(len("model"), *(len(r["name"]) for r in rows))
-    print(f"{'model':<{w}} {'arrays':>6} {'parameters':>13} {'MB fp32':>9} {'GFLOPs/sample':>14}")
-    for r in rows:
-        print(
-            f"{r['name']:<{w}} {r['arrays']:>6} {r['parameters']:>13,} {r['mb_fp32']:>9.1f} "
-            f"{r['gflops_per_sample']:>14.2f}"
+    # Every column as wide as its widest cell, so rows line up whatever the zoo holds.
+    cells = [
+        (
+            r["name"],
+            str(r["arrays"]),
+            f"{r['parameters']:,}",
+            f"{r['mb_fp32']:.1f}",
+            f"{r['gflops_per_sample']:.2f}",
         )
+        for r in rows
+    ]
+    head = ("model", "arrays", "parameters", "MB fp32", "GFLOPs/sample")
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    for line in (head, *cells):
+        first, *rest = line
+        right = (f"{v:>{w}}" for v, w in zip(rest, widths[1:], strict=True))
+        print(" ".join([f"{first:<{widths[0]}}", *right]))
     print("GFLOPs: forward pass per sample, multiply-add = 2 FLOPs; backward is modelled as 2x.")
     return 0
 
