@@ -499,7 +499,7 @@ _MODELS: dict[str, _Entry] = {
     "convnet_small": _Entry(ConvNetSmall, (3, 32, 32), 10),
 }
 # GPT-2's twins (realrun.training.torch_transformers): the input is seq_len token ids, the
-# "classes" the vocabulary. BERT, Llama and ViT have no twin yet.
+# "classes" the vocabulary. BERT, Llama, MPT and ViT have no twin yet.
 GPT2_TWINS = {**GPT2_SIZES_BY_NAME, "gpt2_tiny": GPT2_TINY}
 for _gpt2_name, _gpt2_config in GPT2_TWINS.items():
     _MODELS[_gpt2_name] = _Entry(partial(GPT2LMHead, _gpt2_config), (), _gpt2_config.vocab)

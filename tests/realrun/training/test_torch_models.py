@@ -16,7 +16,7 @@ from simscale import zoo  # noqa: E402
 
 GPT2_MODELS = sorted(torch_models.GPT2_TWINS)
 # Zoo models with no torch twin yet (issue 37 asks for BERT-base and ViT-B/16 too).
-NO_TWIN = {n for n in zoo.names() if n.startswith(("bert", "llama", "vit"))}
+NO_TWIN = {n for n in zoo.names() if n.startswith(("bert", "llama", "vit", "mpt"))}
 # The image and vector models: fixed input shape, one label per sample.
 ALL_MODELS = sorted(set(zoo.names()) - NO_TWIN - set(GPT2_MODELS))
 SMALL_MODELS = ["mlp", "convnet_small"]
