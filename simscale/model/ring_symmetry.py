@@ -59,14 +59,12 @@ def is_collective(scenario: Scenario) -> bool:
     return scenario.kvstore.mode in COLLECTIVE_MODES
 
 
-def reason_for_exact(
-    scenario: Scenario, layout: Layout, costs: CostModel, *, trace: bool = False
+def workers_unlike(
+    scenario: Scenario, layout: Layout, costs: CostModel, trace: bool, core_why: str
 ) -> str | None:
-    """Why this collective job needs the exact model; None when one representative worker
-    stands for all (module doc)."""
+    """Why the workers of this run are not copies of one another (the condition both symmetric
+    paths share); ``core_why``: the words for an oversubscribed core on that path."""
     s = scenario
-    if not is_collective(s):
-        return f"mode {s.kvstore.mode} is not a collective one"
     if layout.num_workers < 2:
         return "a single worker"
     if s.simulation.network_model != "fairshare":
@@ -78,7 +76,7 @@ def reason_for_exact(
     if s.cluster.shared_cpu_cores is not None:
         return "CPU cores shared between processes"
     if s.cluster.core_oversubscription > 1.0:
-        return "an oversubscribed core (every ring flow crosses it)"
+        return core_why
     if trace:
         return "a trace was asked for (it shows every worker)"
     if layout.shares_hosts:
@@ -87,6 +85,19 @@ def reason_for_exact(
     if any(hardware(layout.hosts[h]) != hardware(first) for h in layout.worker_hosts):
         return "worker hosts differ"
     return None
+
+
+def reason_for_exact(
+    scenario: Scenario, layout: Layout, costs: CostModel, *, trace: bool = False
+) -> str | None:
+    """Why this collective job needs the exact model; None when one representative worker
+    stands for all (module doc)."""
+    s = scenario
+    if not is_collective(s):
+        return f"mode {s.kvstore.mode} is not a collective one"
+    return workers_unlike(
+        s, layout, costs, trace, "an oversubscribed core (every ring flow crosses it)"
+    )
 
 
 def exact_is_cheap(scenario: Scenario, layout: Layout) -> str | None:

@@ -142,26 +142,9 @@ def reason_for_exact(
     s = scenario
     if s.kvstore.mode not in SYNC_MODES:
         return f"mode {s.kvstore.mode} (only synchronous parameter-server jobs are reduced)"
-    if layout.num_workers < 2:
-        return "a single worker"
-    if s.simulation.network_model != "fairshare":
-        return f"network model {s.simulation.network_model}"
-    if s.simulation.compute_jitter > 0:
-        return "compute jitter (stragglers differ per worker)"
-    if costs.tcp_share_sigma > 0:
-        return "unequal TCP shares (tcp_share_sigma > 0 differ per host pair)"
-    if s.cluster.shared_cpu_cores is not None:
-        return "CPU cores shared between processes"
-    if s.cluster.core_oversubscription > 1.0:
-        return "an oversubscribed core"
-    if trace:
-        return "a trace was asked for (it shows every worker)"
-    if layout.shares_hosts:
-        return "several workers per host (they share its NIC)"
-    first = layout.hosts[layout.worker_hosts[0]]
-    alike = ring_symmetry.hardware(first)
-    if any(ring_symmetry.hardware(layout.hosts[h]) != alike for h in layout.worker_hosts):
-        return "worker hosts differ"
+    unlike = ring_symmetry.workers_unlike(s, layout, costs, trace, "an oversubscribed core")
+    if unlike is not None:
+        return unlike
     if not check_load:
         return None
     load = nic_load(scenario, layout, costs)
