@@ -2,7 +2,8 @@
 
 A command is a ``$ `` line of a fenced ``console`` block (a line ending in ``\\`` goes on in the
 next one); the other lines of the block are its output, shown to the reader and not checked.
-A command expected to fail ends in a comment ``# exit N``. The line just above a block may say
+A command expected to fail ends in a comment ``# exit N``. A here-document (``cat > f <<'EOF'``)
+is part of its command, up to its closing word. The line just above a block may say
 how to run it:
 
     <!-- commands: slow -->                       seconds to minutes (pytest's slow lane)
@@ -11,8 +12,9 @@ how to run it:
     <!-- commands: manual; REASON -->             never run here (installs, the test suite itself)
 
 and with no marker a block runs in the fast lane. Each block runs in a fresh scratch directory
-holding a copy of the repository's data (scenarios, runs, profiles, ...), with ``/tmp/simscale``
-mapped to a scratch folder of its own, so a command never writes a committed file. Its commands
+holding a copy of the repository's data (scenarios, runs, profiles, ...), with every ``/tmp/``
+path mapped to a scratch folder of its own, so a command never writes a committed file nor a
+file of another block. Its commands
 run one after another in that directory (later ones may read what earlier ones wrote), with
 this checkout first on PYTHONPATH.
 
@@ -41,9 +43,10 @@ TIMEOUT_S = {"fast": 180, "slow": 1200, "root": 1800, "long": 6 * 3600, "manual"
 # What a block's scratch directory gets a copy of: the data commands read, never the code
 # (that comes from PYTHONPATH, so the commands run this checkout).
 COPIED = ("scenarios", "profiles", "campaigns", "runs", "benchmarks", "docs", "mkdocs.yml")
-SCRATCH_TMP = "/tmp/simscale"
+SCRATCH_TMP = "/tmp/"
 MARKER_RE = re.compile(r"<!--\s*commands:\s*(?P<kind>\w+)\s*(?:;\s*(?P<reason>.*?))?\s*-->")
 EXIT_RE = re.compile(r"\s+#\s*exit\s+(?P<code>\d+)\s*$")
+HEREDOC_RE = re.compile(r"<<-?\s*(['\"]?)(?P<word>\w+)\1")
 
 
 class DocError(ValueError):
@@ -94,7 +97,16 @@ def _commands(lines: list[str], first_line: int) -> tuple[Command, ...]:
         m = EXIT_RE.search(text)
         if m:
             expect, text = int(m.group("code")), text[: m.start()]
-        found.append(Command(first_line + start, text.strip(), expect))
+        text = text.strip()
+        here = HEREDOC_RE.search(text)
+        if here:
+            body = []
+            while i + 1 < len(lines) and lines[i + 1].strip() != here.group("word"):
+                i += 1
+                body.append(lines[i])
+            i += 1
+            text = "\n".join([text, *body, here.group("word")])
+        found.append(Command(first_line + start, text, expect))
         i += 1
     return tuple(found)
 
@@ -134,14 +146,16 @@ def all_blocks() -> list[Block]:
 
 
 def prepare_scratch(scratch: Path) -> Path:
-    """Copy the repository's data into ``scratch``; return the folder /tmp/simscale maps to."""
+    """Copy the repository's data into ``scratch``; return the folder /tmp/ maps to."""
     for name in COPIED:
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, scratch / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif src.exists():
             shutil.copy2(src, scratch / name)
-    return scratch / "tmp-simscale"
+    tmp = scratch / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return tmp
 
 
 def environment() -> dict[str, str]:
@@ -168,7 +182,7 @@ def run_block(block: Block, scratch: Path) -> list[Outcome]:
     tmp = prepare_scratch(scratch)
     outcomes = []
     for cmd in block.commands:
-        text = cmd.text.replace(SCRATCH_TMP, str(tmp))
+        text = cmd.text.replace(SCRATCH_TMP, f"{tmp}/")
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(
@@ -186,6 +200,16 @@ def run_block(block: Block, scratch: Path) -> list[Outcome]:
         if code != cmd.expect_exit:
             break
     return outcomes
+
+
+def machine_too_busy(outcome: Outcome) -> bool:
+    """A realrun job that ran but whose record its load verdict marked invalid (exit 3): every
+    such reason says this machine, not the emulated cluster, limited it."""
+    return (
+        outcome.command.expect_exit == 0
+        and outcome.returncode == 3
+        and "realrun: record marked invalid:" in outcome.output
+    )
 
 
 def describe_failure(block: Block, outcome: Outcome) -> str:

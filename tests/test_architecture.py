@@ -421,5 +421,8 @@ def test_known_cycles_are_still_there() -> None:
 
 
 if __name__ == "__main__":  # print every cycle, known or not
-    for c in package_cycles() + file_cycles():
+    cycles = package_cycles() + file_cycles()
+    for c in cycles:
         print(("KNOWN " if c.known() else "") + c.explain())
+    if not cycles:
+        print("no import cycle between packages or files")

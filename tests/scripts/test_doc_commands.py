@@ -50,6 +50,8 @@ def test_documented_commands_run(block: doc_commands.Block, tmp_path: Path) -> N
     before = _git_status()
     outcomes = doc_commands.run_block(block, tmp_path)
     for outcome in outcomes:
+        if doc_commands.machine_too_busy(outcome):
+            pytest.skip(f"{block.id}: this machine was too busy to judge the run it measured")
         assert outcome.ok, doc_commands.describe_failure(block, outcome)
     assert len(outcomes) == len(block.commands)
     assert _git_status() == before, f"{block.id}: a command changed files of the repository"
@@ -96,9 +98,23 @@ def test_a_failing_command_is_reported_with_its_file_and_line(tmp_path: Path) ->
     assert doc_commands.describe_failure(block, outcome).startswith("p.md:2: `exit 3` exited 3")
 
 
-def test_scratch_tmp_is_mapped_into_the_scratch_directory(tmp_path: Path) -> None:
+def test_tmp_is_mapped_into_the_scratch_directory(tmp_path: Path) -> None:
     (block,) = doc_commands.blocks_of_text(
-        "```console\n$ mkdir -p /tmp/simscale && touch /tmp/simscale/marker\n```\n", "p.md"
+        "```console\n$ mkdir -p /tmp/simscale && touch /tmp/simscale/marker /tmp/top\n```\n",
+        "p.md",
     )
     assert all(o.ok for o in doc_commands.run_block(block, tmp_path))
-    assert (tmp_path / "tmp-simscale" / "marker").exists()
+    assert (tmp_path / "tmp" / "simscale" / "marker").exists()
+    assert (tmp_path / "tmp" / "top").exists()
+
+
+def test_a_here_document_is_part_of_its_command(tmp_path: Path) -> None:
+    text = (
+        "```console\n$ cat > /tmp/s.yaml <<'EOF'\na: 1\n  b: 2\nEOF\n"
+        "$ grep -c . /tmp/s.yaml\n2\n```\n"
+    )
+    (block,) = doc_commands.blocks_of_text(text, "p.md")
+    assert [c.line for c in block.commands] == [2, 6]
+    assert block.commands[0].text == "cat > /tmp/s.yaml <<'EOF'\na: 1\n  b: 2\nEOF"
+    assert all(o.ok for o in doc_commands.run_block(block, tmp_path))
+    assert (tmp_path / "tmp" / "s.yaml").read_text() == "a: 1\n  b: 2\n"
