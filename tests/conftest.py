@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from tests.support.system import root_links
+
+# Property tests check answers, not speed: on a shared 2-core machine one example can take
+# seconds, and hypothesis's default 200 ms deadline then fails a correct test.
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 
 @pytest.fixture
