@@ -356,7 +356,9 @@ def _validate_transformers(args: argparse.Namespace, out: dict[str, object]) -> 
     def held_out(campaign: str) -> None:
         print(f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True)
 
-    judged, fits = pt.leave_one_campaign_out(load_transformers(), progress=held_out)
+    judged, fits = pt.leave_one_campaign_out(
+        load_transformers(), progress=held_out, draws=args.interval_draws
+    )
     print(file=sys.stderr)
     report = pt.report_dict(judged, fits)
     out["published"] = report["published"]

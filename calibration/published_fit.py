@@ -369,13 +369,18 @@ def _drawn_values(p: PublishedPoint, fitted: PublishedFit, n: int) -> list[float
     """The point's compared quantity under ``n`` draws of the fit's identified parameters and
     of the declared ranges of its scenario (its instance preset's: what the source left
     unstated), seeded by the point's name so a fold's answer does not depend on order."""
+    return drawn_values(p, as_profile(fitted), fitted.costs, n)
+
+
+def drawn_values(p: PublishedPoint, profile: Profile, costs: CostModel, n: int) -> list[float]:
+    """``p``'s compared quantity under ``n`` draws of ``profile``'s identified parameters around
+    ``costs`` and of its scenario's declared ranges, seeded by the point's name."""
     from simscale.whatif.uncertainty import draw_inputs
 
-    profile = as_profile(fitted)
     seed = int.from_bytes(hashlib.sha256(p.name.encode()).digest()[:4], "little")
     return [
         predict_point(replace(p, scenario=s), c)
-        for s, c in draw_inputs(p.scenario, profile, fitted.costs, n, seed)
+        for s, c in draw_inputs(p.scenario, profile, costs, n, seed)
     ]
 
 

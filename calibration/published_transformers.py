@@ -24,16 +24,20 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from calibration.errors import CalibrationError
+from calibration.identifiability import Identification, identify
 from calibration.published import PublishedPoint
 from calibration.published_fit import (
     ROBUST_LOSS,
     ROBUST_SCALE,
     Judged,
+    coverage,
+    drawn_values,
     judge,
     predict_point,
     published_value,
 )
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
 # GPU presets that are one chip: their tensor cores reach the same fraction of peak.
 GENERATION = {
@@ -67,14 +71,23 @@ def _keys_of(p: PublishedPoint) -> str:
     return mechanism(s.cluster.hosts[0].resolved()[1], s.training.compute_precision)
 
 
+def covered_keys(fitted: str) -> list[str]:
+    """The cost model's ``gpu/precision`` keys one fitted mechanism sets (``A100/16bit``:
+    fp16 and bf16 on both A100 memories)."""
+    return [
+        f"{gpu}/{precision}"
+        for gpu in GENERATION
+        for precision in ("fp32", "tf32", *TENSOR16)
+        if mechanism(gpu, precision) == fitted
+    ]
+
+
 def with_fractions(base: CostModel, fractions: dict[str, float]) -> CostModel:
     """``base`` with each mechanism's fraction set on every preset and precision it covers."""
     eff = dict(base.compute_efficiency)
-    for gpu, generation in GENERATION.items():
-        for precision in ("fp32", "tf32", *TENSOR16):
-            key = mechanism(gpu, precision)
-            if key in fractions and key.startswith(generation + "/"):
-                eff[f"{gpu}/{precision}"] = fractions[key]
+    for name, value in fractions.items():
+        for key in covered_keys(name):
+            eff[key] = value
     return replace(base, compute_efficiency=eff)
 
 
@@ -86,6 +99,37 @@ class TransformerFit:
     defaulted: tuple[str, ...]
     fitted_points: int
     evaluations: int
+    # The fractions' covariance (log space) and which the points could not pin; None when the
+    # fit was not asked for it (validate with --interval-draws 0).
+    identification: Identification | None = None
+
+    def as_profile(self) -> Profile:
+        """The fit as a profile that intervals sample: each mechanism's log-sigma spread over
+        every cost key it sets, perfectly correlated (one fraction, several presets)."""
+        ident = self.identification
+        if ident is None or ident.covariance is None:
+            return Profile(PROFILE_SCHEMA_VERSION, self.costs)
+        rows = [(n, k) for n in ident.names for k in covered_keys(n)]
+        idx = {n: i for i, n in enumerate(ident.names)}
+        cov = tuple(
+            tuple(float(ident.covariance[idx[a], idx[b]]) for b, _ in rows) for a, _ in rows
+        )
+        unidentified = {
+            f"compute_efficiency/{k}": why
+            for n, why in ident.unidentified.items()
+            for k in covered_keys(n)
+        }
+        fit = FitInfo(
+            parameters=tuple(f"compute_efficiency/{k}" for _, k in rows),
+            uncertainty={
+                f"compute_efficiency/{k}": math.sqrt(max(cov[i][i], 0.0))
+                for i, (_, k) in enumerate(rows)
+                if f"compute_efficiency/{k}" not in unidentified
+            },
+            covariance=cov,
+            unidentified=unidentified,
+        )
+        return Profile(PROFILE_SCHEMA_VERSION, self.costs, fit=fit)
 
 
 class _BudgetSpent(Exception):
@@ -93,9 +137,13 @@ class _BudgetSpent(Exception):
 
 
 def fit_fractions(
-    points: Sequence[PublishedPoint], *, max_evaluations: int = MAX_EVALUATIONS
+    points: Sequence[PublishedPoint],
+    *,
+    max_evaluations: int = MAX_EVALUATIONS,
+    uncertainty: bool = False,
 ) -> TransformerFit:
-    """Fit each fraction the expressible ``points`` use, on their log(predicted / published)."""
+    """Fit each fraction the expressible ``points`` use, on their log(predicted / published);
+    with ``uncertainty``, also their covariance (for intervals)."""
     train = [p for p in points if not p.unmodelled and p.gpus <= FIT_MAX_GPUS]
     if not train:
         raise CalibrationError("nothing to fit: no expressible published transformer point")
@@ -104,30 +152,59 @@ def fit_fractions(
     published = np.array([published_value(p) for p in train])
     x0 = np.log([0.5] * len(names))
     lo, hi = np.log(EFFICIENCY_BOUNDS[0]), np.log(EFFICIENCY_BOUNDS[1])
-    seen: list[tuple[float, np.ndarray]] = []
+    seen: list[tuple[float, np.ndarray, np.ndarray]] = []
+
+    def raw(x: np.ndarray) -> np.ndarray:
+        costs = with_fractions(base, dict(zip(names, np.exp(x), strict=True)))
+        return np.log(np.array([predict_point(p, costs, fitting=True) for p in train]) / published)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         if len(seen) >= max_evaluations:
             raise _BudgetSpent
-        costs = with_fractions(base, dict(zip(names, np.exp(x), strict=True)))
-        r = np.log(np.array([predict_point(p, costs, fitting=True) for p in train]) / published)
-        seen.append((float(np.sum(r**2)), x.copy()))
+        r = raw(x)
+        seen.append((float(np.sum(r**2)), x.copy(), r))
         return r
 
+    jac: np.ndarray | None = None
+    fun: np.ndarray | None = None
     try:
-        x = least_squares(
+        sol = least_squares(
             residuals, x0, bounds=(lo, hi), diff_step=1e-2, loss=ROBUST_LOSS, f_scale=ROBUST_SCALE
-        ).x
+        )
+        x, jac, fun = sol.x, sol.jac, sol.fun
     except _BudgetSpent:
-        x = min(seen, key=lambda t: t[0])[1]
+        _, x, fun = min(seen, key=lambda t: t[0])
+        if uncertainty:
+            # The budget ran out before scipy kept a Jacobian: one forward difference per
+            # fraction at the best point (a fraction's log moves every point it runs by ~1).
+            jac = np.column_stack([(raw(x + step) - fun) / DIFF_STEP for step in _steps(len(x))])
     fractions = dict(zip(names, (float(v) for v in np.exp(x)), strict=True))
-    return TransformerFit(with_fractions(base, fractions), fractions, (), len(train), len(seen))
+    ident = (
+        identify(names, x, np.full(len(x), lo), np.full(len(x), hi), jac, fun)
+        if uncertainty
+        else None
+    )
+    return TransformerFit(
+        with_fractions(base, fractions), fractions, (), len(train), len(seen), ident
+    )
+
+
+DIFF_STEP = 1e-2  # log-space step of the fallback Jacobian, as least_squares' diff_step
+
+
+def _steps(n: int) -> list[np.ndarray]:
+    return [DIFF_STEP * np.eye(n)[i] for i in range(n)]
 
 
 def leave_one_campaign_out(
-    points: Sequence[PublishedPoint], *, progress: Callable[[str], None] | None = None
+    points: Sequence[PublishedPoint],
+    *,
+    progress: Callable[[str], None] | None = None,
+    draws: int = 0,
 ) -> tuple[list[Judged], dict[str, TransformerFit]]:
-    """For each campaign: fit the fractions on the others, judge its points."""
+    """For each campaign: fit the fractions on the others, judge its points; with ``draws``,
+    each held-out point also under that many draws of its fold's fractions (their covariance)
+    and of its scenario's declared ranges, for its intervals."""
     campaigns = sorted({p.campaign for p in points})
     if len(campaigns) < 2:
         raise CalibrationError(f"leave-one-campaign-out needs 2 campaigns, got {len(campaigns)}")
@@ -136,33 +213,63 @@ def leave_one_campaign_out(
     for held in campaigns:
         if progress is not None:
             progress(held)
-        fitted = fit_fractions([p for p in points if p.campaign != held])
+        fitted = fit_fractions([p for p in points if p.campaign != held], uncertainty=draws > 0)
         mine = [p for p in points if p.campaign == held]
         defaulted = tuple(sorted({_keys_of(p) for p in mine} - set(fitted.fractions)))
         fits[held] = replace(fitted, defaulted=defaulted)
-        judged += judge(mine, fitted.costs)
+        judged += _judged_with_draws(mine, fits[held], draws)
     return judged, fits
+
+
+def _judged_with_draws(
+    points: Sequence[PublishedPoint], fit: TransformerFit, draws: int
+) -> list[Judged]:
+    judged = judge(points, fit.costs)
+    if draws <= 0:
+        return judged
+    profile = fit.as_profile()
+    return [
+        replace(j, draws=tuple(drawn_values(j.point, profile, fit.costs, draws))) for j in judged
+    ]
 
 
 def summary(judged: Sequence[Judged]) -> dict[str, dict[str, float]]:
     """Mean and worst absolute error per system (ddp, zero) and per campaign, all points and
-    expressible ones (``unmodelled`` left out)."""
+    expressible ones (``unmodelled`` left out), with the held-out interval coverage where the
+    points have draws."""
     out: dict[str, dict[str, float]] = {}
     modelled = [j for j in judged if not j.point.unmodelled]
     for label, chosen in (("all", list(judged)), ("expressible", modelled)):
-        groups: dict[str, list[float]] = {}
+        members: dict[str, list[Judged]] = {}
         for j in chosen:
-            groups.setdefault(f"system={j.point.system}", []).append(j.ape)
-            groups.setdefault(f"campaign={j.point.campaign}", []).append(j.ape)
-            groups.setdefault(f"compared as={j.kind}", []).append(j.ape)
-            groups.setdefault(f"gpu={j.point.gpu}", []).append(j.ape)
-        for g, a in sorted(groups.items()):
+            for g in (
+                f"system={j.point.system}",
+                f"campaign={j.point.campaign}",
+                f"compared as={j.kind}",
+                f"gpu={j.point.gpu}",
+            ):
+                members.setdefault(g, []).append(j)
+        for g, js in sorted(members.items()):
+            a = [j.ape for j in js]
             out[f"{label}: {g}"] = {
                 "mean_ape": float(np.mean(a)),
                 "worst_ape": float(np.max(a)),
                 "points": float(len(a)),
-            }
+            } | coverage(js)
     return out
+
+
+_COVERAGE_HEAD = f"  {'90% in':>7} {'width':>6} {'50% in':>7} {'width':>6}"
+
+
+def _coverage_cells(s: dict[str, float]) -> str:
+    """A group's held-out interval coverage and median relative width (blank without draws)."""
+    if "covered_90" not in s:
+        return ""
+    return (
+        f"  {s['covered_90']:>7.0%} {s['median_relative_width_90']:>6.1%}"
+        f" {s['covered_50']:>7.0%} {s['median_relative_width_50']:>6.1%}"
+    )
 
 
 def format_report(judged: Sequence[Judged], fits: dict[str, TransformerFit]) -> str:
@@ -180,9 +287,12 @@ def format_report(judged: Sequence[Judged], fits: dict[str, TransformerFit]) -> 
             f"  {j.point.name:<30} {j.point.campaign:<20} {j.point.system:<6} {j.kind:<10} "
             f"{j.published:>10{fmt}} {j.predicted:>10{fmt}} {j.error:>+7.1%}{mark}"
         )
-    lines += ["", f"  {'group':<52} {'mean':>7} {'worst':>7} {'points':>6}"]
+    lines += ["", f"  {'group':<52} {'mean':>7} {'worst':>7} {'points':>6}{_COVERAGE_HEAD}"]
     for g, s in summary(judged).items():
-        lines.append(f"  {g:<52} {s['mean_ape']:>7.1%} {s['worst_ape']:>7.1%} {s['points']:>6.0f}")
+        lines.append(
+            f"  {g:<52} {s['mean_ape']:>7.1%} {s['worst_ape']:>7.1%} {s['points']:>6.0f}"
+            + _coverage_cells(s)
+        )
     lines += ["", "  fitted fractions of peak with each campaign held out:"]
     for held, f in sorted(fits.items()):
         vals = ", ".join(f"{k} {v:.3f}" for k, v in sorted(f.fractions.items()))

@@ -75,3 +75,45 @@ def test_the_shipped_transformer_profile_carries_the_fitted_fractions_with_prove
     assert "compute_efficiency[H100/16bit]" in profile.fit.parameters
     assert len(profile.fit.records) == len(sorted(TRANSFORMERS_DIR.glob("*.yaml")))
     assert profile.compute == "real" and "H100-96GB" in profile.scope
+
+
+def _fit_with_sigma(sigma_log: float):
+    """A fold's fit as leave_one_campaign_out keeps it, with a hand-set 1-sigma of log."""
+    import numpy as np
+
+    from calibration.identifiability import Identification
+    from calibration.published_transformers import TransformerFit
+
+    fractions = {"A100/16bit": 0.5}
+    ident = Identification(("A100/16bit",), np.array([[sigma_log**2]]), {})
+    costs = with_fractions(real_hardware_costs(), fractions)
+    return TransformerFit(costs, fractions, (), 10, 4, ident)
+
+
+def test_an_interval_moves_one_fraction_on_every_preset_it_covers_together() -> None:
+    """The fitted fraction of A100/16bit sets four cost keys; its sigma is theirs, and their
+    draws are perfectly correlated (one chip, one fraction)."""
+    profile = _fit_with_sigma(0.1).as_profile()
+    assert profile.fit is not None
+    assert set(profile.fit.parameters) == {
+        "compute_efficiency/A100/fp16",
+        "compute_efficiency/A100/bf16",
+        "compute_efficiency/A100-80GB/fp16",
+        "compute_efficiency/A100-80GB/bf16",
+    }
+    assert all(v == pytest.approx(0.1) for v in profile.fit.uncertainty.values())
+    assert [c for row in profile.fit.covariance for c in row] == [pytest.approx(0.01)] * 16
+
+
+def test_held_out_points_get_intervals_from_their_folds_sigma() -> None:
+    """A single-GPU bf16/fp16 A100 point (no simulation: the compute model) drawn under the
+    fold's sigma spreads around its prediction; a zero sigma gives a zero-width interval."""
+    from calibration.published_transformers import _judged_with_draws, summary
+
+    point = next(p for p in POINTS if p.name == "a100-s128-fp16-1gpu")
+    wide = _judged_with_draws([point], _fit_with_sigma(0.1), 6)[0]
+    lo, hi = wide.interval(0.9)
+    assert lo < wide.predicted < hi and hi / lo > 1.05
+    narrow = _judged_with_draws([point], _fit_with_sigma(0.0), 6)[0]
+    assert narrow.relative_width(0.9) == pytest.approx(0.0)
+    assert "covered_90" in summary([wide])["all: system=single"]
