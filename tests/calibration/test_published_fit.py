@@ -117,6 +117,7 @@ def test_on_real_images_efficiency_is_against_one_gpu_with_its_own_loader(tmp_pa
     assert ring.scaling_efficiency < 0.5
 
 
+@pytest.mark.slow  # measured over 2 CPU s (tests/support/cpu_report.py)
 def test_leave_one_source_out_never_fits_on_the_held_out_campaign(tmp_path: Path) -> None:
     files = [_figures(tmp_path, "a", (2,)), _figures(tmp_path, "b", (4,))]
     points = load_published(files)

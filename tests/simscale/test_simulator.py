@@ -67,7 +67,15 @@ def analytic_bound_s(workers: int, servers: int, model_bytes: float, nic_gbps: f
     return max(model_bytes / nic_Bps, workers * model_bytes / (servers * nic_Bps))
 
 
-@pytest.mark.parametrize("workers,servers", [(4, 2), (2, 4), (4, 4), (8, 1)])
+@pytest.mark.parametrize(
+    "workers,servers",
+    [
+        pytest.param(4, 2, marks=pytest.mark.slow),
+        (2, 4),
+        (4, 4),
+        pytest.param(8, 1, marks=pytest.mark.slow),
+    ],
+)
 def test_comm_bound_iteration_meets_the_analytic_bound(workers: int, servers: int) -> None:
     """Dedicated servers, no compute, 1000 equal keys and a scheduler that lets pushes and pulls
     pipeline (control messages first, P3-style): the iteration is within 2% of the bound; the

@@ -25,6 +25,9 @@ from realrun.allreduce.data_parallel import (  # noqa: E402
 from realrun.training import torch_models  # noqa: E402
 from realrun.training.overlap import batch_seed  # noqa: E402
 
+# Each test trains torch models in several processes: 15-19 CPU s apiece.
+pytestmark = pytest.mark.slow
+
 MODEL, BATCH, SEQ, SEED = "gpt2_tiny", 2, 16, 5
 LR, MOMENTUM, WD = 0.1, 0.9, 1e-3
 ITERATIONS, WARMUP, RANKS = 3, 1, 2

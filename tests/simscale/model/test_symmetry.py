@@ -229,6 +229,7 @@ def test_connection_bound_parameter_server_runs_exact() -> None:
     assert auto.path == "exact" and "connections" in auto.path_reason
 
 
+@pytest.mark.slow  # measured over 2 CPU s (tests/support/cpu_report.py)
 def test_beyond_the_merge_bound_the_reduction_stays_within_its_stated_error() -> None:
     """16 hosts of ResNet-18 with the shipped profile: one round of a 2.4 MB slice keeps its
     server busy 5% of the compute time, past the 4% bound, so "auto" runs exact; forced, the

@@ -13,6 +13,7 @@ from simscale.spec.scenario import load_scenario
 from tests.support.paths import ROOT
 
 
+@pytest.mark.slow  # measured over 2 CPU s (tests/support/cpu_report.py)
 def test_an_unsaturated_chain_is_not_called_communication_bound() -> None:
     """One server for 8 hosts (scenarios/server-ratio): the model path's a-priori estimate
     (the busiest NIC's traffic at full rate, against compute) and the measured bottleneck (no

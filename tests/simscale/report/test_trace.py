@@ -93,7 +93,9 @@ def test_predicted_keys_have_their_own_threads_and_no_spans_overlap(case):
         assert spans[(0, "allreduce buffers")]
 
 
-@pytest.mark.parametrize("name", ["64gpu", "cpu-2x2-sync", "64gpu-allreduce"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("64gpu", marks=pytest.mark.slow), "cpu-2x2-sync", "64gpu-allreduce"]
+)
 def test_spans_stay_disjoint_when_perfetto_rounds_them_to_whole_ns(name, tmp_path):
     """Perfetto's JSON importer rounds ts and dur to ns separately (llround(us * 1000)); the
     spans of these shipped scenarios once overlapped by 1 ns there, hundreds on one track."""

@@ -191,6 +191,7 @@ def test_cli_bad_sweep_is_one_line(
     assert message in err and "\n" not in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # measured over 2 CPU s (tests/support/cpu_report.py)
 def test_dask_local_cluster_gives_identical_rows(tiny: Path) -> None:
     """The same sweep through a real dask.distributed scheduler (a LocalCluster with worker
     processes, reached by its tcp address as a user's lab cluster would be) gives the rows

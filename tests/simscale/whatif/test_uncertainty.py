@@ -170,6 +170,7 @@ def _scenarios(draw: st.DrawFn) -> dict:
     }
 
 
+@pytest.mark.slow  # measured over 2 CPU s (tests/support/cpu_report.py)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_scenarios(), sigmas=st.lists(_SIGMAS, min_size=3, max_size=3))
 def test_interval_never_raises_on_generated_scenarios_and_profiles(
