@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
-from realrun.records.campaign import PlannedRun, load_campaign  # noqa: E402
+from realrun.campaign import PlannedRun, load_campaign  # noqa: E402
 from realrun.training.emulated_compute import emulated_device  # noqa: E402
 from simscale.model.cluster import layout  # noqa: E402
 from simscale.spec.scenario import load_scenario  # noqa: E402
