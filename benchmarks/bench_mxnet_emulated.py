@@ -45,14 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
 from realrun.campaign import PlannedRun, load_campaign  # noqa: E402
+from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
 from realrun.training.emulated_compute import emulated_device  # noqa: E402
 from simscale.model.cluster import layout  # noqa: E402
 from simscale.spec.scenario import load_scenario  # noqa: E402
@@ -305,16 +305,28 @@ def main() -> int:
         return 2
     rows: list[Measurement] = []
     out_dir = Path(tempfile.mkdtemp(prefix="bench-mxnet-emulated-"))
+    sink = CsvSink(args.csv)
     for run in planned_shapes(args.shapes, args.campaign):
         for repeat in range(1, args.repeats + 1):
             order = ("mxnet", "realrun") if repeat % 2 else ("realrun", "mxnet")
             for system in order:
-                m = (
-                    run_mxnet(run, args.mxnet_python, out_dir, repeat)
-                    if system == "mxnet"
-                    else run_realrun(run, out_dir, repeat)
-                )
+                t0, load = time.monotonic(), os.getloadavg()[0]
+                try:
+                    m = (
+                        run_mxnet(run, args.mxnet_python, out_dir, repeat)
+                        if system == "mxnet"
+                        else run_realrun(run, out_dir, repeat)
+                    )
+                except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
+                    # A failed run is a result too: kept, marked, and the campaign goes on.
+                    label = run.name.removesuffix("__r1")
+                    nan = float("nan")
+                    wall = time.monotonic() - t0
+                    m = Measurement(
+                        label, system, repeat, nan, nan, nan, wall, load, False, f"failed: {e}"
+                    )
                 rows.append(m)
+                sink.write(m)
                 print(
                     f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
                     f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f}"
@@ -326,18 +338,30 @@ def main() -> int:
         "   (medians of all repeats, samples/s)"
     )
     for shape in dict.fromkeys(m.shape for m in rows):
-        mine = [m for m in rows if m.shape == shape]
+        mine = [m for m in rows if m.shape == shape and m.samples_per_s == m.samples_per_s]
         rr = statistics.median(m.samples_per_s for m in mine if m.system == "realrun")
         mx = statistics.median(m.samples_per_s for m in mine if m.system == "mxnet")
         valid = f"{sum(m.valid for m in mine)}/{len(mine)}"
         print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f} {valid:>11}")
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
-            w.writeheader()
-            for m in rows:
-                w.writerow(asdict(m))
     return 0
+
+
+class CsvSink:
+    """Every measurement, written as it is made: a run cut short keeps what it measured."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        if path:
+            with open(path, "w", newline="") as f:
+                csv.DictWriter(f, fieldnames=FIELDS).writeheader()
+
+    def write(self, m: Measurement) -> None:
+        if self.path:
+            with open(self.path, "a", newline="") as f:
+                csv.DictWriter(f, fieldnames=FIELDS).writerow(asdict(m))
+
+
+FIELDS = [f.name for f in fields(Measurement)]
 
 
 if __name__ == "__main__":
