@@ -32,6 +32,7 @@ both systems alternate under the same load. Needs root (network namespaces).
 
     python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
         [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
+    python benchmarks/bench_mxnet_emulated.py --from-csv benchmarks/results/mxnet_faithful*.csv
 """
 
 from __future__ import annotations
@@ -286,7 +287,10 @@ def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mxnet-python", required=True, help="an interpreter with mxnet 1.9.1")
+    parser.add_argument("--mxnet-python", help="an interpreter with mxnet 1.9.1")
+    parser.add_argument(
+        "--from-csv", nargs="+", help="run nothing: print the summary of these CSV files"
+    )
     parser.add_argument(
         "--campaign",
         type=Path,
@@ -297,6 +301,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--csv", help="write every measurement to this CSV file")
     args = parser.parse_args()
+    if args.from_csv:
+        for line in summary(read_csv(args.from_csv)):
+            print(line)
+        return 0
+    if not args.mxnet_python:
+        parser.error("--mxnet-python is required to run the benchmark")
     if os.geteuid() != 0:
         print("bench_mxnet_emulated: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -333,17 +343,66 @@ def main() -> int:
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
-    print(
-        f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6} {'valid runs':>11}"
-        "   (medians of all repeats, samples/s)"
-    )
-    for shape in dict.fromkeys(m.shape for m in rows):
-        mine = [m for m in rows if m.shape == shape and m.samples_per_s == m.samples_per_s]
-        rr = statistics.median(m.samples_per_s for m in mine if m.system == "realrun")
-        mx = statistics.median(m.samples_per_s for m in mine if m.system == "mxnet")
-        valid = f"{sum(m.valid for m in mine)}/{len(mine)}"
-        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f} {valid:>11}")
+    print()
+    for line in summary(rows):
+        print(line)
     return 0
+
+
+def summary(rows: list[Measurement]) -> list[str]:
+    """Per shape, each system's median over its valid runs (the load verdict's invalid and
+    failed runs are counted, not used), realrun/MXNet; then the mean and worst |ratio - 1|."""
+    lines = [
+        f"{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6}  valid runs (realrun, MXNet)"
+        "   (medians of valid repeats, samples/s)"
+    ]
+    gaps: list[tuple[float, float, str]] = []
+    for shape in dict.fromkeys(m.shape for m in rows):
+        med: dict[str, float | None] = {}
+        counts = []
+        for system in ("realrun", "mxnet"):
+            mine = [m for m in rows if m.shape == shape and m.system == system]
+            ok = [m.samples_per_s for m in mine if m.valid]
+            med[system] = statistics.median(ok) if ok else None
+            counts.append(f"{len(ok)}/{len(mine)}")
+        rr, mx = med["realrun"], med["mxnet"]
+        if rr is None or mx is None:
+            lines.append(f"{shape:<28} {'-':>9} {'-':>9} {'-':>6}  {', '.join(counts)}")
+            continue
+        gaps.append((abs(rr / mx - 1), rr / mx, shape))
+        lines.append(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}  {', '.join(counts)}")
+    if gaps:
+        mean = statistics.fmean(g for g, _, _ in gaps)
+        worst = max(gaps)
+        lines.append(
+            f"|realrun/MXNet - 1| over {len(gaps)} shape(s) with valid runs of both: mean "
+            f"{mean:.1%}, worst {worst[0]:.1%} ({worst[2]}, ratio {worst[1]:.2f})"
+        )
+    return lines
+
+
+def read_csv(paths: list[str]) -> list[Measurement]:
+    """Measurements back from this script's CSV files."""
+    rows = []
+    for path in paths:
+        with open(path, newline="") as f:
+            table = list(csv.DictReader(f))
+        for r in table:
+            rows.append(
+                Measurement(
+                    r["shape"],
+                    r["system"],
+                    int(r["repeat"]),
+                    float(r["samples_per_s"]),
+                    float(r["mean_iteration_s"]),
+                    float(r["host_copy_s"]),
+                    float(r["wall_s"]),
+                    float(r["load_average_1min"]),
+                    r["valid"] == "True",
+                    r["invalid_reason"],
+                )
+            )
+    return rows
 
 
 class CsvSink:
