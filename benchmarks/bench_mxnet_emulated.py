@@ -32,6 +32,7 @@ both systems alternate under the same load. Needs root (network namespaces).
 
     python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
         [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
+    python benchmarks/bench_mxnet_emulated.py --from-csv benchmarks/results/mxnet_faithful*.csv
 """
 
 from __future__ import annotations
@@ -45,14 +46,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from realrun.campaign import PlannedRun, load_campaign  # noqa: E402
 from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
-from realrun.records.campaign import PlannedRun, load_campaign  # noqa: E402
 from realrun.training.emulated_compute import emulated_device  # noqa: E402
 from simscale.model.cluster import layout  # noqa: E402
 from simscale.spec.scenario import load_scenario  # noqa: E402
@@ -286,7 +287,10 @@ def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mxnet-python", required=True, help="an interpreter with mxnet 1.9.1")
+    parser.add_argument("--mxnet-python", help="an interpreter with mxnet 1.9.1")
+    parser.add_argument(
+        "--from-csv", nargs="+", help="run nothing: print the summary of these CSV files"
+    )
     parser.add_argument(
         "--campaign",
         type=Path,
@@ -297,6 +301,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--csv", help="write every measurement to this CSV file")
     args = parser.parse_args()
+    if args.from_csv:
+        for line in summary(read_csv(args.from_csv)):
+            print(line)
+        return 0
+    if not args.mxnet_python:
+        parser.error("--mxnet-python is required to run the benchmark")
     if os.geteuid() != 0:
         print("bench_mxnet_emulated: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -305,39 +315,112 @@ def main() -> int:
         return 2
     rows: list[Measurement] = []
     out_dir = Path(tempfile.mkdtemp(prefix="bench-mxnet-emulated-"))
+    sink = CsvSink(args.csv)
     for run in planned_shapes(args.shapes, args.campaign):
         for repeat in range(1, args.repeats + 1):
             order = ("mxnet", "realrun") if repeat % 2 else ("realrun", "mxnet")
             for system in order:
-                m = (
-                    run_mxnet(run, args.mxnet_python, out_dir, repeat)
-                    if system == "mxnet"
-                    else run_realrun(run, out_dir, repeat)
-                )
+                t0, load = time.monotonic(), os.getloadavg()[0]
+                try:
+                    m = (
+                        run_mxnet(run, args.mxnet_python, out_dir, repeat)
+                        if system == "mxnet"
+                        else run_realrun(run, out_dir, repeat)
+                    )
+                except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
+                    # A failed run is a result too: kept, marked, and the campaign goes on.
+                    label = run.name.removesuffix("__r1")
+                    nan = float("nan")
+                    wall = time.monotonic() - t0
+                    m = Measurement(
+                        label, system, repeat, nan, nan, nan, wall, load, False, f"failed: {e}"
+                    )
                 rows.append(m)
+                sink.write(m)
                 print(
                     f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
                     f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f}"
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
-    print(
-        f"\n{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6} {'valid runs':>11}"
-        "   (medians of all repeats, samples/s)"
-    )
-    for shape in dict.fromkeys(m.shape for m in rows):
-        mine = [m for m in rows if m.shape == shape]
-        rr = statistics.median(m.samples_per_s for m in mine if m.system == "realrun")
-        mx = statistics.median(m.samples_per_s for m in mine if m.system == "mxnet")
-        valid = f"{sum(m.valid for m in mine)}/{len(mine)}"
-        print(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f} {valid:>11}")
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
-            w.writeheader()
-            for m in rows:
-                w.writerow(asdict(m))
+    print()
+    for line in summary(rows):
+        print(line)
     return 0
+
+
+def summary(rows: list[Measurement]) -> list[str]:
+    """Per shape, each system's median over its valid runs (the load verdict's invalid and
+    failed runs are counted, not used), realrun/MXNet; then the mean and worst |ratio - 1|."""
+    lines = [
+        f"{'shape':<28} {'realrun':>9} {'MXNet':>9} {'ratio':>6}  valid runs (realrun, MXNet)"
+        "   (medians of valid repeats, samples/s)"
+    ]
+    gaps: list[tuple[float, float, str]] = []
+    for shape in dict.fromkeys(m.shape for m in rows):
+        med: dict[str, float | None] = {}
+        counts = []
+        for system in ("realrun", "mxnet"):
+            mine = [m for m in rows if m.shape == shape and m.system == system]
+            ok = [m.samples_per_s for m in mine if m.valid]
+            med[system] = statistics.median(ok) if ok else None
+            counts.append(f"{len(ok)}/{len(mine)}")
+        rr, mx = med["realrun"], med["mxnet"]
+        if rr is None or mx is None:
+            lines.append(f"{shape:<28} {'-':>9} {'-':>9} {'-':>6}  {', '.join(counts)}")
+            continue
+        gaps.append((abs(rr / mx - 1), rr / mx, shape))
+        lines.append(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}  {', '.join(counts)}")
+    if gaps:
+        mean = statistics.fmean(g for g, _, _ in gaps)
+        worst = max(gaps)
+        lines.append(
+            f"|realrun/MXNet - 1| over {len(gaps)} shape(s) with valid runs of both: mean "
+            f"{mean:.1%}, worst {worst[0]:.1%} ({worst[2]}, ratio {worst[1]:.2f})"
+        )
+    return lines
+
+
+def read_csv(paths: list[str]) -> list[Measurement]:
+    """Measurements back from this script's CSV files."""
+    rows = []
+    for path in paths:
+        with open(path, newline="") as f:
+            table = list(csv.DictReader(f))
+        for r in table:
+            rows.append(
+                Measurement(
+                    r["shape"],
+                    r["system"],
+                    int(r["repeat"]),
+                    float(r["samples_per_s"]),
+                    float(r["mean_iteration_s"]),
+                    float(r["host_copy_s"]),
+                    float(r["wall_s"]),
+                    float(r["load_average_1min"]),
+                    r["valid"] == "True",
+                    r["invalid_reason"],
+                )
+            )
+    return rows
+
+
+class CsvSink:
+    """Every measurement, written as it is made: a run cut short keeps what it measured."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        if path:
+            with open(path, "w", newline="") as f:
+                csv.DictWriter(f, fieldnames=FIELDS).writeheader()
+
+    def write(self, m: Measurement) -> None:
+        if self.path:
+            with open(self.path, "a", newline="") as f:
+                csv.DictWriter(f, fieldnames=FIELDS).writerow(asdict(m))
+
+
+FIELDS = [f.name for f in fields(Measurement)]
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def run_worker(
         scenario = load_scenario(scenario_path, overrides)
         plan, bound, threshold = plan_from_scenario(scenario, rank)
         torch.set_num_threads(scenario.realrun.threads_per_worker)
-        kv = KVWorker(po, bound, threshold)
+        kv = KVWorker(po, bound, threshold, scenario.kvstore.pull_request)
         if scenario.realrun.compute == "emulated":
             if profile_path is not None:  # times measured on this machine's device
                 profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))

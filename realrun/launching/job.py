@@ -362,6 +362,9 @@ class Job:
             "launcher_hostname": socket.gethostname(),
             "num_workers": self.num_workers,
             "num_servers": self.num_servers,
+            # How the workers ordered each key's pull (realrun.ps.kv_worker); records without
+            # it pipelined the pull behind the push (realrun.records.record.PULL_REQUEST_BEFORE).
+            "pull_request": s.kvstore.pull_request,
             "workers": {str(k): v for k, v in sorted(self.state.environments.items())},
             "nodes": self.state.nodes,
             "compute": "emulated" if self.emulated else "real",

@@ -5,17 +5,22 @@ Sync mode: a slice's pushes are summed until every worker has pushed it once, th
 runs and the slice's version goes up by one. Async mode: every push is applied as it arrives.
 Each slice is updated by the single I/O thread, so an update is atomic per key.
 
-One deliberate difference from MXNet: MXNet delays the *push* acknowledgement until the round
-is complete, and the worker pulls afterwards. Here a push is acknowledged on receipt and a pull
-from worker w waits until the slice's version covers every push w has made. The result seen by
-the worker is the same, but a worker's send window is never held by another worker's
-slowness, so priority reordering of pushes cannot deadlock two workers.
+A push is acknowledged in one of two ways, as the worker asks (``kvstore.pull_request``):
+
+- plain (``with_push``, realrun's pushpull): RESPONSE on receipt; the worker has already sent its
+  pull request, which waits here until the slice's version covers every push that worker made.
+- flagged ``ACK_AFTER_UPDATE`` (``after_ack``, MXNet's KVStoreDist): RESPONSE only once the
+  update that includes the push is done, as MXNet's server answers a sync push after the round
+  (kvstore_dist_server.h, ApplyUpdates); the worker sends its pull request on that answer. Until
+  then a RECEIVED tells the worker the bytes arrived, so that they leave its send window: a
+  window held until other workers push could deadlock two workers whose priorities reorder their
+  pushes differently (ps-lite has no window; TCP's own acknowledgement plays RECEIVED's part).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,7 +52,8 @@ class SliceState:
     round_workers: set[int] = field(default_factory=set)
     deferred: list[tuple[int, np.ndarray]] = field(default_factory=list)  # next round's pushes
     pushes: dict[int, int] = field(default_factory=dict)  # per worker, all rounds
-    waiting: list[tuple[bytes, int, int]] = field(default_factory=list)  # (who, request, version)
+    # (who, request, version it needs, answer with the value: a pull; or without: a push's ack)
+    waiting: list[tuple[bytes, int, int, bool]] = field(default_factory=list)
     version: int = 0  # rounds completed (sync) or pushes applied (async)
     updates: int = 0  # optimizer updates applied
 
@@ -144,24 +150,26 @@ class KVServer:
             )
         else:
             grad = self._one_array(msg)
+        if not self.sync and self.optimizer is None:
+            raise Rejected("dist_async needs an optimizer on the server (as in MXNet)")
         s.pushes[rank] = s.pushes.get(rank, 0) + 1
-        replies: list[Reply] = [
-            (who, Message(Kind.RESPONSE, msg.request_id, msg.key, msg.start, msg.stop))
-        ]
+        needed = s.pushes[rank] if self.sync else 0  # async: applied right here
         if self.sync:
             self._merge(s, rank, grad)
         else:
-            if self.optimizer is None:
-                raise Rejected("dist_async needs an optimizer on the server (as in MXNet)")
             self._apply(s, grad)
-        return replies + self._answer_waiting(s)
+        ack = Message(Kind.RESPONSE, msg.request_id, msg.key, msg.start, msg.stop)
+        if msg.flags & Flag.ACK_AFTER_UPDATE and s.version < needed:
+            s.waiting.append((who, msg.request_id, needed, False))
+            ack = replace(ack, kind=Kind.RECEIVED)
+        return [(who, ack), *self._answer_waiting(s)]
 
     def _pull(self, who: bytes, msg: Message) -> list[Reply]:
         s = self._slice(msg)
         rank = worker_rank_of(who)
         needed = s.pushes.get(rank, 0) if (self.sync and rank is not None) else 0
         if s.version < needed:
-            s.waiting.append((who, msg.request_id, needed))
+            s.waiting.append((who, msg.request_id, needed, True))
             return []
         return [(who, self._value(s, msg.request_id))]
 
@@ -204,7 +212,15 @@ class KVServer:
             return []
         ready = [w for w in s.waiting if w[2] <= s.version]
         s.waiting = [w for w in s.waiting if w[2] > s.version]
-        return [(who, self._value(s, rid)) for who, rid, _ in ready]
+        return [
+            (
+                who,
+                self._value(s, rid)
+                if value
+                else Message(Kind.RESPONSE, rid, s.key, s.start, s.stop),
+            )
+            for who, rid, _, value in ready
+        ]
 
     # ---- helpers ----
 

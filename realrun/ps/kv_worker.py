@@ -5,9 +5,23 @@ An array (one key) is cut into server slices by ``simscale.spec.sharding.assign_
 function the simulator uses, so the bytes each server receives here are the bytes it is
 predicted to receive there. Requests are only queued here; the Postoffice's I/O thread sends
 them in priority order and many stay in flight at once. This module never touches zmq.
+
+``pushpull`` orders a key's pull as the scenario's ``kvstore.pull_request`` says, the field the
+simulator models (simscale.comm.ps.client):
+
+- ``after_ack`` (MXNet, the default): each slice's pull request leaves once the server has
+  acknowledged its push, and the server acknowledges a sync push only after the round's update.
+  MXNet's KVStoreDist does this through its engine: the pull writes the key's buffer that the
+  push reads (kvstore_dist.h, ``comm_buf_``), so it runs only after ZPush's callback, which
+  ps-lite's KVWorker fires on the server's answer.
+- ``with_push`` (realrun's pipelined pushpull, as BytePS): the pull request leaves right behind
+  the push and waits at the server, saving the ack's and the request's trips.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 
@@ -18,6 +32,9 @@ from realrun.ps.postoffice import Postoffice, server_peer
 from realrun.ps.tracker import Handle
 from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND, Slice, assign_key
 
+# When a worker asks for a key's new weights (simscale.spec.scenario, kvstore.pull_request).
+PullRequest = Literal["after_ack", "with_push"]
+
 
 class KVWorker:
     """A worker's view of the parameter servers of one job."""
@@ -27,6 +44,7 @@ class KVWorker:
         po: Postoffice,
         bigarray_bound: int = DEFAULT_BIGARRAY_BOUND,
         compression_threshold: float | None = None,
+        pull_request: PullRequest = "after_ack",
     ) -> None:
         if po.assignment is None:
             raise RuntimeError("start the Postoffice (get a rank) before creating a KVWorker")
@@ -35,6 +53,9 @@ class KVWorker:
         self.num_servers = po.assignment.num_servers
         self.bigarray_bound = bigarray_bound
         self.compression_threshold = compression_threshold
+        if pull_request not in ("after_ack", "with_push"):
+            raise ValueError(f"pull_request {pull_request!r}, expected after_ack or with_push")
+        self.pull_request = pull_request
         self._slices: dict[int, tuple[Slice, ...]] = {}
         self._residuals: dict[tuple[int, int], np.ndarray] = {}
 
@@ -93,14 +114,28 @@ class KVWorker:
         return handle
 
     def pushpull(self, key: int, grad: np.ndarray, out: np.ndarray, priority: int = 0) -> Handle:
-        """Push then pull in one handle; both are queued together, so the pull costs no extra
-        round trip (the server answers it once the push is merged and applied)."""
+        """Push then pull in one handle, each slice's pull ordered by ``pull_request`` (module
+        docstring): after the push's ack, or queued with the push."""
         parts = self.slices(key, grad.size)
         if out.size != grad.size:
             raise ValueError(f"key {key}: gradient has {grad.size} elements, output {out.size}")
         handle = Handle(2 * len(parts), f"pushpull key {key}")
-        self._push(key, _flat(grad), parts, handle, priority)
-        self._pull(key, _flat_out(out), parts, handle, priority)
+        flat, flat_out = _flat(grad), _flat_out(out)
+        if self.pull_request == "with_push":
+            self._push(key, flat, parts, handle, priority)
+            self._pull(key, flat_out, parts, handle, priority)
+            return handle
+        for p in parts:
+            self._push(
+                key,
+                flat,
+                (p,),
+                handle,
+                priority,
+                Flag.ACK_AFTER_UPDATE,
+                # Runs on the I/O thread when the ack arrives: the slice's pull goes out then.
+                lambda _ack, p=p: self._pull(key, flat_out, (p,), handle, priority),
+            )
         return handle
 
     def server_stats(self, server: int) -> dict:
@@ -117,17 +152,25 @@ class KVWorker:
         return got[0]
 
     def _push(
-        self, key: int, flat: np.ndarray, parts: tuple[Slice, ...], handle: Handle, priority: int
+        self,
+        key: int,
+        flat: np.ndarray,
+        parts: tuple[Slice, ...],
+        handle: Handle,
+        priority: int,
+        flags: int = 0,
+        on_ack: Callable[[Message], None] | None = None,
     ) -> None:
+        ack_flags = flags
         for p in parts:
             part = flat[p.start : p.stop]
-            flags, value = 0, 0.0
+            flags, value = ack_flags, 0.0
             if self.compression_threshold is not None:
                 residual = self._residuals.setdefault(
                     (key, p.start), np.zeros(p.elements, dtype=np.float32)
                 )
                 part = compression.compress(part, residual, self.compression_threshold)
-                flags, value = Flag.COMPRESSED_2BIT, self.compression_threshold
+                flags, value = flags | Flag.COMPRESSED_2BIT, self.compression_threshold
             self.po.request(
                 server_peer(p.server),
                 Message(
@@ -141,6 +184,7 @@ class KVWorker:
                 ),
                 handle,
                 priority,
+                on_response=on_ack,
             )
 
     def _pull(

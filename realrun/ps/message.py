@@ -56,12 +56,18 @@ class Kind(IntEnum):
     RESPONSE = 24  # server -> worker: answer to request_id (0 or 1 frame)
     ERROR = 25  # server -> worker: request_id was rejected (body: message)
     STATS = 26  # anyone -> server: describe your state (reply body), for tests and debugging
+    # server -> worker: push request_id arrived (credits its bytes in the worker's send window);
+    # its RESPONSE follows once the push is applied (a push flagged ACK_AFTER_UPDATE)
+    RECEIVED = 27
 
 
 class Flag:
     """Bits of the header's flags field."""
 
     COMPRESSED_2BIT = 1  # the array frame holds 2-bit codes; ``value`` is the threshold
+    # A push answered as MXNet's server answers it: RESPONSE once the update that includes it
+    # is done (in sync mode, after every worker's push of the round), RECEIVED before that.
+    ACK_AFTER_UPDATE = 2
 
 
 class MessageError(ValueError):

@@ -284,6 +284,10 @@ class Postoffice:
         sent = self._sent_bytes.pop(msg.request_id, None)
         if sent is not None:
             self._in_flight[sent[0]] -= sent[1]
+        if msg.kind is Kind.RECEIVED:  # the push's bytes arrived; its RESPONSE comes later
+            if sent is None:
+                log.warning("ignored RECEIVED of unknown request %d from %s", msg.request_id, peer)
+            return
         if msg.kind is Kind.RESPONSE:
             known = self.tracker.complete(msg.request_id, msg)
         elif msg.kind is Kind.ERROR:

@@ -22,6 +22,10 @@ from realrun import safejson
 from realrun.safejson import JsonLimitError
 
 SCHEMA_VERSION = 1
+# How a parameter-server record's workers ordered each key's pull before realrun honoured
+# ``kvstore.pull_request``: pipelined behind the push, whatever the scenario said (every record
+# whose environment has no ``pull_request``, runs/emulated-v2's among them).
+PULL_REQUEST_BEFORE = "with_push"
 
 
 class RecordError(ValueError):
@@ -211,7 +215,7 @@ def record_from_dict(data: Any) -> RunRecord:
         _expect(data["invalid_reason"], str, "invalid_reason")
     return RunRecord(
         SCHEMA_VERSION,
-        data["scenario"],
+        _as_ran(data["scenario"], data["environment"]),
         data["environment"],
         tuple(iterations),
         summary,
@@ -222,6 +226,17 @@ def record_from_dict(data: Any) -> RunRecord:
         data.get("valid", True),
         data.get("invalid_reason"),
     )
+
+
+def _as_ran(scenario: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
+    """The scenario with the pull ordering its workers really used: a record written before
+    realrun honoured ``kvstore.pull_request`` says the field's default, ``after_ack``, yet
+    pipelined its pulls (``PULL_REQUEST_BEFORE``)."""
+    kv = scenario.get("kvstore")
+    ps_job = isinstance(kv, dict) and str(kv.get("mode", "dist_sync")).startswith("dist_")
+    if not ps_job or "pull_request" in environment:
+        return scenario
+    return {**scenario, "kvstore": {**kv, "pull_request": PULL_REQUEST_BEFORE}}
 
 
 def _require(data: dict, cls: type, where: str) -> None:

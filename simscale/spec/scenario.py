@@ -415,8 +415,9 @@ class KVStoreConfig:
     # the application queue (0: one message at a time, P3's credit; realrun uses 0.25).
     send_window_mb: float = field(default=0.0, metadata=between(0.0, MAX_MB, "MB"))
     # When a worker asks for a key's new weights: "after_ack" as MXNet (the pull depends on the
-    # push, whose ack the server sends after the update), or "with_push" as realrun's pushpull
-    # and BytePS (the request follows the push at once and waits at the server).
+    # push, whose ack the server sends after the update), or "with_push" as BytePS and realrun's
+    # pipelined pushpull (the request follows the push at once and waits at the server). realrun
+    # runs both; records written before it honoured this field ran with_push.
     pull_request: Literal["after_ack", "with_push"] = "after_ack"
     # The RPC stack the PS messages go through: "ps-lite" as MXNet (zmq sends tensors from their
     # own buffers), or "grpc" as TensorFlow's parameter servers, whose server process copies every

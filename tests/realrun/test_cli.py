@@ -45,6 +45,7 @@ def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tm
     assert record.complete and record.error is None
     assert record.scenario["kvstore"]["mode"] == "dist_sync"
     assert record.environment["launcher"] == "local"
+    assert record.environment["pull_request"] == "after_ack"  # MXNet's ordering, the default
     assert record.environment["workers"]["0"]["torch_threads"] == 1
     # 2 workers x (2 warm-up + 10 measured) iterations, each reported once.
     assert sorted((t.worker, t.iteration) for t in record.iterations) == [

@@ -48,6 +48,8 @@ class Rig:
     servers: ServerGroup
     clients: list[PSClient]
     done: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    # (worker, iteration, key, phase, time) as the clients mark them (simscale.comm.ps.client)
+    phases: list[tuple[int, int, int, str, float]] = field(default_factory=list)
 
     def communicate(self, worker: int, key: int, at_s: float = 0.0, it: int = 0) -> None:
         """Worker ``worker`` hands over key ``key``'s gradient at ``at_s``."""
@@ -70,8 +72,10 @@ def ps_rig(
     step_barrier: bool = False,
     compress_2bit: bool = False,
     copy_Bps: float | None = None,
+    window_bytes: float = 0.0,
 ) -> Rig:
-    """The job; ``slices``: per key, (server, bytes) of each slice (default one 1 MB key)."""
+    """The job; ``slices``: per key, (server, bytes) of each slice (default one 1 MB key).
+    ``window_bytes`` > 0: priority scheduling with that byte window per connection."""
     env = simpy.Environment()
     fast = Nic(100 * B, 100 * B, LAT)
     topology = Topology((Nic(B, B, LAT),) * workers + (fast,) * servers)
@@ -79,7 +83,14 @@ def ps_rig(
     worker_hosts = tuple(range(workers))
     server_hosts = tuple(range(workers, workers + servers))
     connections = Connections(
-        env, net, topology, worker_hosts, server_hosts, ack_on_receipt=pull_with_push
+        env,
+        net,
+        topology,
+        worker_hosts,
+        server_hosts,
+        priority=window_bytes > 0,
+        window_bytes=window_bytes,
+        ack_on_receipt=pull_with_push,
     )
     group = ServerGroup(
         env,
@@ -99,6 +110,7 @@ def ps_rig(
         pull_with_push=pull_with_push,
     )
     clients = []
+    phases: list[tuple[int, int, int, str, float]] = []
     for rank in range(workers):
         copies = HostCopies(
             env,
@@ -110,5 +122,16 @@ def ps_rig(
             peer_link_Bps=copy_Bps or B,
             merge_s_per_byte=0.0,
         )
-        clients.append(PSClient(env, rank, protocol, group, connections, copies, barrier=barrier))
-    return Rig(env, group, clients)
+        clients.append(
+            PSClient(
+                env,
+                rank,
+                protocol,
+                group,
+                connections,
+                copies,
+                barrier=barrier,
+                mark=lambda *phase: phases.append(phase),
+            )
+        )
+    return Rig(env, group, clients, phases=phases)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from realrun.ps.kv_server import KVServer
-from realrun.ps.message import Kind, Message
+from realrun.ps.message import Flag, Kind, Message
 from realrun.ps.optimizer import SGD
 from realrun.ps.van import Incoming
 
@@ -58,3 +58,51 @@ def test_a_second_init_does_not_overwrite_the_trained_value():
     send(s, W0, Kind.PUSH, 3, [7, 7])
     send(s, W1, Kind.INIT, 4, [0, 0])
     assert send(s, W0, Kind.PULL, 5) == [(W0, Kind.RESPONSE, 5, [7, 7])]
+
+
+def push_after_update(server: KVServer, who: bytes, rid: int, value):
+    """A push flagged as MXNet's worker expects it answered: after the update."""
+    msg = Message(
+        Kind.PUSH,
+        rid,
+        key=0,
+        start=0,
+        stop=2,
+        flags=Flag.ACK_AFTER_UPDATE,
+        arrays=(np.asarray(value, dtype=np.float32),),
+    )
+    return [(to, m.kind, m.request_id) for to, m in server.handle(Incoming(msg, identity=who))]
+
+
+def test_a_sync_push_flagged_ack_after_update_is_acknowledged_when_its_round_is_applied():
+    """MXNet's server answers a sync push once every worker's push of the round is merged and
+    the update done (kvstore_dist_server.h, ApplyUpdates); until then only RECEIVED goes."""
+    s = KVServer(num_workers=2)
+    send(s, W0, Kind.CONFIGURE, 1, body={"sync": True, "optimizer": None})
+    send(s, W0, Kind.INIT, 2, [0, 0])
+    assert push_after_update(s, W0, 3, [1, 1]) == [(W0, Kind.RECEIVED, 3)]
+    # Worker 1's push completes the round: both pushes are acknowledged, its own first.
+    assert push_after_update(s, W1, 4, [2, 2]) == [(W1, Kind.RESPONSE, 4), (W0, Kind.RESPONSE, 3)]
+    # The pull each worker sends on that ack is answered at once with the round's sum.
+    assert send(s, W0, Kind.PULL, 5) == [(W0, Kind.RESPONSE, 5, [3, 3])]
+
+
+def test_a_push_a_round_ahead_is_acknowledged_after_its_own_round():
+    s = KVServer(num_workers=2)
+    send(s, W0, Kind.CONFIGURE, 1, body={"sync": True, "optimizer": None})
+    send(s, W0, Kind.INIT, 2, [0, 0])
+    assert push_after_update(s, W0, 3, [1, 1]) == [(W0, Kind.RECEIVED, 3)]
+    assert push_after_update(s, W0, 4, [10, 10]) == [(W0, Kind.RECEIVED, 4)]
+    assert push_after_update(s, W1, 5, [2, 2]) == [(W1, Kind.RESPONSE, 5), (W0, Kind.RESPONSE, 3)]
+    assert push_after_update(s, W1, 6, [20, 20]) == [
+        (W1, Kind.RESPONSE, 6),
+        (W0, Kind.RESPONSE, 4),
+    ]
+
+
+def test_an_async_push_flagged_ack_after_update_is_acknowledged_at_once():
+    """dist_async applies every push as it comes, so its update is done on receipt."""
+    s = KVServer(num_workers=2)
+    send(s, W0, Kind.CONFIGURE, 1, body={"sync": False, "optimizer": SGD(1.0, 0.0, 0.0).to_dict()})
+    send(s, W0, Kind.INIT, 2, [0, 0])
+    assert push_after_update(s, W0, 3, [1, 1]) == [(W0, Kind.RESPONSE, 3)]

@@ -53,8 +53,11 @@ def test_a_big_array_is_split_over_every_server_and_small_ones_go_where_assign_k
     np.testing.assert_array_equal(srv.weight, np.arange(833, 1667, dtype=np.float32))
 
 
-@pytest.mark.parametrize("message_mac", ["header", "full"])  # realrun.auth's two tag modes
-def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_mac):
+@pytest.mark.parametrize(
+    ("message_mac", "pull_request"),  # realrun.auth's two tag modes; both pull orderings
+    [("header", "after_ack"), ("full", "with_push")],
+)
+def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_mac, pull_request):
     workers, rounds, n = 3, 4, 1500  # split over both servers
     lr, momentum, wd = 0.1, 0.9, 0.01
     w0 = np.linspace(-1, 1, n, dtype=np.float32)
@@ -63,7 +66,7 @@ def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_m
         return np.full(n, (rank + 1) * 0.01 * (r + 1), dtype=np.float32) + w0
 
     def train(po):
-        kv = KVWorker(po, bigarray_bound=BOUND)
+        kv = KVWorker(po, bigarray_bound=BOUND, pull_request=pull_request)
         kv.configure(True, SGD(lr, momentum, wd)).wait(10)
         kv.init(0, w0).wait(10)
         po.barrier().wait(10)

@@ -121,3 +121,28 @@ def test_a_damaged_record_is_one_line_not_a_traceback(tmp_path, damage, message)
     with pytest.raises(RecordError, match="cannot read a JSON run record") as e:
         load_record(path)
     assert message in str(e.value) and str(path) in str(e.value)
+
+
+def ps_scenario(pull_request: str = "after_ack", mode: str = "dist_sync") -> dict:
+    return {"name": "x", "kvstore": {"mode": mode, "pull_request": pull_request}}
+
+
+def test_a_record_from_before_realrun_honoured_pull_request_says_it_pipelined_its_pulls(
+    tmp_path,
+):
+    """Until realrun followed kvstore.pull_request, every PS job pipelined each pull behind its
+    push while its record kept the field's default, after_ack; such a record has no
+    environment.pull_request, and loads as the run really was."""
+    path = write_record(record(scenario=ps_scenario()), tmp_path / "old.json")
+    assert load_record(path).scenario["kvstore"]["pull_request"] == "with_push"
+
+
+@pytest.mark.parametrize("ran", ["after_ack", "with_push"])
+def test_a_record_that_names_its_pull_ordering_loads_as_written(tmp_path, ran):
+    rec = record(scenario=ps_scenario(ran), environment={"launcher": "local", "pull_request": ran})
+    assert load_record(write_record(rec, tmp_path / "new.json")) == rec
+
+
+def test_an_allreduce_record_is_left_alone(tmp_path):
+    rec = record(scenario=ps_scenario(mode="allreduce"))
+    assert load_record(write_record(rec, tmp_path / "ar.json")) == rec

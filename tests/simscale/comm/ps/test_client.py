@@ -131,3 +131,25 @@ def test_the_send_thread_reports_nothing_and_resets() -> None:
     assert client.utilization(0.0, rig.env.now) == []
     client.reset_counters()
     assert client.van.busy_s == 0.0
+
+
+def test_a_push_waiting_for_other_workers_leaves_the_send_window_on_receipt() -> None:
+    """MXNet's order behind a 1 MiB byte window (realrun's priority scheduling): worker 0 hands
+    over two 1 MB keys at once, key 1 first; worker 1 comes 5 ms later. Key 1's push leaves the
+    van at 10 us and arrives at 1110.064 us; key 0's (van free at 20 us) does not fit beside it
+    in the window and waits for the window's credit, which comes on receipt, a path's latency
+    later (1210.064 us), not with the ack, which waits for worker 1's push: key 0's push takes
+    the NIC then and arrives at 1210.064 + 1000.064 + 100 = 2310.128 us (realrun's server sends
+    RECEIVED for this, realrun/ps/kv_server.py)."""
+    two_keys = (((0, N),), ((0, N),))
+    rig = ps_rig(two_keys, workers=2, window_bytes=1 << 20)
+    rig.communicate(0, 1)
+    rig.communicate(0, 0)
+    rig.communicate(1, 1, at_s=5e-3)
+    rig.communicate(1, 0, at_s=5e-3)
+    rig.env.run()
+    arrived = {key: t for w, _, key, phase, t in rig.phases if w == 0 and phase == "update"}
+    assert arrived[1] == pytest.approx(MSG_S + WIRE_S + PATH_S, rel=1e-9)
+    assert arrived[0] == pytest.approx(1210.064e-6 + WIRE_S + PATH_S, rel=1e-9)
+    assert arrived[0] == pytest.approx(2310.128e-6, rel=1e-9)
+    assert min(rig.done[(0, k)][0] for k in (0, 1)) > 5e-3  # both rounds waited for worker 1
