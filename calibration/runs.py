@@ -145,10 +145,11 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
 
 
 # How realrun moves keys, which the simulator must model to be judged against it:
-# realrun/ps/kv_worker.py's pushpull queues the pull request right behind its push and
-# realrun/ps/kv_server.py parks it until the round's update; realrun/ps/postoffice.py sends by
-# priority (earliest layer first) with at most DEFAULT_WINDOW_BYTES (256 KiB) in flight per
-# server (tests/test_calibration.py checks it).
+# realrun/ps/postoffice.py sends by priority (earliest layer first) with at most
+# DEFAULT_WINDOW_BYTES (256 KiB) in flight per server (tests/calibration/test_calibration.py
+# checks it). When a worker pulls is the scenario's own kvstore.pull_request: realrun honours
+# it, and load_record gives records made before it did the ordering they really ran
+# (with_push, realrun/records/record.py).
 REALRUN_SEND_WINDOW_MB = 0.25
 
 
@@ -168,15 +169,14 @@ PREDICTED_ITERATIONS = 20
 
 
 def as_realrun_ran(s: Scenario, machine_cores: int | None = None) -> Scenario:
-    """The scenario as realrun really ran it, at real speed: its send scheduling and pull
-    requests, every process on the cores of one machine (an emulated or local cluster), and no
-    dilation (dilation is how it was run, not what it describes); simulated over at least
+    """The scenario as realrun really ran it, at real speed: its send scheduling, every
+    process on the cores of one machine (an emulated or local cluster), and no dilation
+    (dilation is how it was run, not what it describes); simulated over at least
     ``PREDICTED_ITERATIONS`` iterations."""
     kv = replace(
         s.kvstore,
         scheduling="priority",
         send_window_mb=REALRUN_SEND_WINDOW_MB,
-        pull_request="with_push",
     )
     cluster = replace(s.cluster, shared_cpu_cores=machine_cores)
     sim = replace(

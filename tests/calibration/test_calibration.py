@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,9 @@ def write_synthetic(folder: Path, scenarios: list[Scenario], costs: CostModel) -
         record = RunRecord(
             schema_version=SCHEMA_VERSION,
             scenario=s.to_dict(),
-            environment={"synthetic": True},
+            # As realrun writes it: the ordering it honoured (load_record reads a record
+            # without it as made before realrun did, pipelined).
+            environment={"synthetic": True, "pull_request": s.kvstore.pull_request},
             iterations=tuple(timings),
             summary=summarize(timings, 1, samples),
             complete=True,
@@ -320,10 +323,13 @@ def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
-    """Runs are simulated with realrun's send window and push acknowledgement."""
+    """Runs are simulated with realrun's send window and scheduling, and with the pull
+    ordering their scenario states (realrun honours kvstore.pull_request)."""
     from calibration.runs import REALRUN_SEND_WINDOW_MB
     from realrun.ps.postoffice import DEFAULT_WINDOW_BYTES
 
     assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES
-    s = as_realrun_ran(SHAPES[0])
-    assert (s.kvstore.scheduling, s.kvstore.pull_request) == ("priority", "with_push")
+    for ordering in ("after_ack", "with_push"):
+        shape = replace(SHAPES[0], kvstore=replace(SHAPES[0].kvstore, pull_request=ordering))
+        s = as_realrun_ran(shape)
+        assert (s.kvstore.scheduling, s.kvstore.pull_request) == ("priority", ordering)
