@@ -41,8 +41,10 @@ from simscale.model.compute import samples_per_s_without_communication
 from simscale.model.input_pipeline import loader_cores
 from simscale.simulator import simulate
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.model_error import model_error_group
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 from simscale.spec.scenario import DIST_MODES, Scenario
+from simscale.whatif.uncertainty import with_model_error
 
 # The communication mechanisms fitted on scaling points (stage 2). bandwidth_factor (the usable
 # fraction of a NIC's line rate) is not among them: it stays at SimGrid's 0.97 for TCP. Fitted,
@@ -100,12 +102,16 @@ class Judged:
     # The compared quantity under drawn inputs (the fold's identified parameters from their
     # covariance, the scenario's declared ranges): what its intervals are read from.
     draws: tuple[float, ...] = ()
+    # The simulator's own error on known setups for this point's group, estimated from the
+    # residuals of the OTHER campaigns' held-out points (0: not estimated, not in the width).
+    model_sigma: float = 0.0
 
     def interval(self, level: float) -> tuple[float, float] | None:
-        """The central ``level`` interval of the draws (with the prediction), or None."""
+        """The central ``level`` interval of the draws (with the prediction), each times the
+        model-error factor, or None."""
         if not self.draws:
             return None
-        values = np.array([self.predicted, *self.draws])
+        values = with_model_error(np.array([self.predicted, *self.draws]), self.model_sigma)
         q = (1 - level) / 2 * 100
         lo, hi = np.percentile(values, [q, 100 - q])
         return float(lo), float(hi)
@@ -419,7 +425,7 @@ def leave_one_source_out(
             judged += got
             if progress is not None:
                 progress(held)
-        return judged, fits
+        return with_held_out_model_error(judged), fits
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(_fold, points, held, comm_names, draws): held for held in names}
         for future in as_completed(futures):
@@ -430,7 +436,23 @@ def leave_one_source_out(
                 progress(held)
     order = {n: i for i, n in enumerate(names)}
     judged.sort(key=lambda j: order[j.point.campaign])
-    return judged, fits
+    return with_held_out_model_error(judged), fits
+
+
+def with_held_out_model_error(judged: Sequence[Judged]) -> list[Judged]:
+    """Each point with its group's model-error sigma from the held-out residuals of every
+    other campaign: a campaign's own residuals never widen its own intervals."""
+    from calibration.model_error import Residual, held_out_sigma
+
+    residuals = [
+        Residual(model_error_group(j.point.scenario), j.point.campaign, math.log(j.published / j.predicted))
+        for j in judged
+    ]
+    out = []
+    for j, r in zip(judged, residuals, strict=True):
+        sigma, _ = held_out_sigma(residuals, r.group, r.block)
+        out.append(replace(j, model_sigma=sigma or 0.0))
+    return out
 
 
 def _fold(
@@ -509,6 +531,8 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
                 "predicted": j.predicted,
                 "error": j.error,
                 "unmodelled": j.point.unmodelled,
+                "model_error_group": model_error_group(j.point.scenario),
+                "model_error_sigma_held_out": j.model_sigma,
                 "interval_90": j.interval(0.9),
                 "interval_50": j.interval(0.5),
             }

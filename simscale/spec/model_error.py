@@ -37,13 +37,17 @@ class ModelError:
 
 
 def system_of(scenario: Scenario) -> str:
-    """How the gradients move: a parameter server, all-reduce, or DDP/ZeRO."""
+    """How the gradients move: a parameter server (even with one worker: its pushes still
+    cross the network), all-reduce, or DDP/ZeRO; or not at all, on one GPU without a server
+    (its error is the compute model's alone)."""
     mode = scenario.kvstore.mode
     if mode in DIST_MODES:
         return "ps"
+    if scenario.num_gpus == 1:
+        return "single"
     if mode in ("ddp", "zero"):
         return "ddp-zero"
-    return "allreduce"  # also one host's local/device aggregation: no network in the loop
+    return "allreduce"  # also one host's local/device aggregation
 
 
 def model_error_group(scenario: Scenario) -> str:

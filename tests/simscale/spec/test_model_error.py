@@ -8,14 +8,14 @@ from pathlib import Path
 from simscale.spec.costs import CostModel
 from simscale.spec.model_error import ModelError, model_error_group
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, Profile, load_profile, save_profile
-from simscale.spec.scenario import scenario_from_dict
+from simscale.spec.scenario import Scenario, scenario_from_dict
 
 
-def _scenario(mode: str, gpu: str = "cpu", compute: str = "real") -> object:
+def _scenario(mode: str, gpu: str = "cpu", compute: str = "real", hosts: int = 2) -> Scenario:
     return scenario_from_dict(
         {
             "name": "s",
-            "cluster": {"hosts": [{"count": 2, "gpus_per_host": 1, "gpu": gpu, "nic_gbps": 1}]},
+            "cluster": {"hosts": [{"count": hosts, "gpus_per_host": 1, "gpu": gpu, "nic_gbps": 1}]},
             "model": {"name": "mlp"},
             "training": {"batch_per_gpu": 32},
             "kvstore": {"mode": mode},
@@ -29,6 +29,9 @@ def test_the_group_names_the_system_and_whether_the_hardware_is_real() -> None:
     assert model_error_group(_scenario("allreduce", "V100")) == "allreduce/real"
     assert model_error_group(_scenario("allreduce", "V100", "emulated")) == "allreduce/emulated"
     assert model_error_group(_scenario("ddp", "V100")) == "ddp-zero/real"
+    # one GPU: no communication, unless a parameter server still takes its pushes
+    assert model_error_group(_scenario("local", "V100", hosts=1)) == "single/real"
+    assert model_error_group(_scenario("dist_sync", hosts=1)) == "ps/emulated"
 
 
 def test_the_block_round_trips_through_the_profile_yaml(tmp_path: Path) -> None:
