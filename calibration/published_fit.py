@@ -630,6 +630,18 @@ def format_coverage(judged: Sequence[Judged]) -> str:
     if not any(j.draws for j in judged):
         return ""
     lines = ["", "  interval coverage (held out)      90% in  width    50% in  width  points"]
+    sigmas: dict[str, list[float]] = {}
+    for j in judged:
+        sigmas.setdefault(model_error_group(j.point.scenario), []).append(j.model_sigma)
+    lines.insert(
+        1,
+        "  the intervals carry the simulator's own error, from the other campaigns' residuals "
+        "(median 1-sigma of log per group): "
+        + ", ".join(
+            f"{g} {np.median(v):.1%}" if np.median(v) > 0 else f"{g} none (too few residuals)"
+            for g, v in sorted(sigmas.items())
+        ),
+    )
 
     def row(label: str, c: dict[str, float]) -> str:
         return (
