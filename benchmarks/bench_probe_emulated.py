@@ -3,9 +3,11 @@
 End to end, as root: ``realrun probe`` on the emulated cluster of each host shape of
 runs/emulated-v2 (4 hosts at 50 and 200 Mbit/s, and 1 Gbit/s at dilation 5), the server cost
 once (it does not depend on the link); ``calibrate --probe`` on the records; then each of the 15
-shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty) and
+shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty, its
+model-error sigma from the other 14 shapes' residuals: never from the shape judged) and
 with the campaign-fitted profiles/emulated-v2.yaml, against the measured mean. Prints the table,
-point error (mean, worst) and 90% coverage beside the campaign profile's figures and the
+point error (mean, worst) and 90% coverage (with the model error and with parameters only,
+each with its median relative width) beside the campaign profile's figures and the
 campaign's cost in hours (its records' timestamps and its log's wall times), and writes
 benchmarks/results/probe-emulated.{csv,json} plus the probe records and the profile (refusing
 to overwrite them unless --force).
@@ -18,16 +20,22 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
+from calibration.model_error import Residual, estimate, held_out_sigma
 from calibration.probe_profile import calibrate_probe
 from calibration.runs import load_runs, mean_by_shape
 from calibration.validate import label_of
 from simscale.simulator import simulate
+from simscale.spec.model_error import ModelError, model_error_group
 from simscale.spec.profile import load_profile, save_profile
 from simscale.whatif.uncertainty import interval
 
@@ -37,6 +45,10 @@ SCENARIO = "scenarios/emulated/mlp-colocated.yaml"
 # The host shapes of the campaign (campaigns/emulated-v2.yaml): NIC rate, dilation.
 SHAPES = (("50M", "0.05", "1"), ("200M", "0.2", "1"), ("1G-d5", "1", "5"))
 LEVEL = 0.9
+MODEL_ERROR_METHOD = (
+    "root mean square of log(measured / predicted) of the probe profile's point predictions "
+    "(a profile made with no training run: every shape is held out)"
+)
 
 
 def probe_shapes(out: Path) -> tuple[list[Path], float]:
@@ -94,13 +106,40 @@ def main() -> int:
     else:
         paths, probe_s = probe_shapes(a.out)
     profile = calibrate_probe(paths)
-    save_profile(profile, a.out / "probe-emulated-profile.yaml")
     campaign = load_profile(CAMPAIGN_PROFILE)
+    shapes = sorted(mean_by_shape(load_runs([RUNS]).runs).items())
+    # The probe profile's point predictions first: it was made without any of these shapes,
+    # so each residual is held out, and shape i's model-error sigma is that of the others.
+    residuals = []
+    for i, (key, (scenario, measured, _, _)) in enumerate(shapes, 1):
+        print(f"\rpoint predictions {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
+        predicted = simulate(scenario, profile.costs).throughput_samples_per_s
+        residuals.append(Residual(model_error_group(scenario), key, math.log(measured / predicted)))
+    print(file=sys.stderr)
+    source = f"python -m benchmarks.bench_probe_emulated: the probe profile on {RUNS}"
+    profile = replace(profile, model_error=estimate(residuals, MODEL_ERROR_METHOD, source))
+    save_profile(profile, a.out / "probe-emulated-profile.yaml")
     rows = []
-    shapes = mean_by_shape(load_runs([RUNS]).runs)
-    for i, (_, (scenario, measured, _, _)) in enumerate(sorted(shapes.items()), 1):
-        print(f"\rpredicting {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
-        iv = interval(scenario, profile, level=LEVEL, draws=a.draws, force_profile=True, jobs=1)
+    for i, (key, (scenario, measured, _, _)) in enumerate(shapes, 1):
+        print(f"\rintervals {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
+        group = model_error_group(scenario)
+        sigma, n_res = held_out_sigma(residuals, group, key)
+        held_out = ModelError(
+            {group: sigma} if sigma is not None else {},
+            {group: n_res},
+            f"leave-one-shape-out: {MODEL_ERROR_METHOD}, this shape's left out",
+            source,
+        )
+        iv = interval(
+            scenario,
+            replace(profile, model_error=held_out),
+            level=LEVEL,
+            draws=a.draws,
+            force_profile=True,
+            jobs=1,
+        )
+        q = (1 - LEVEL) / 2 * 100
+        p_low, p_high = (float(v) for v in np.percentile(iv.simulated, [q, 100 - q]))
         fitted = simulate(scenario, campaign.costs).throughput_samples_per_s
         rows.append(
             {
@@ -108,9 +147,15 @@ def main() -> int:
                 "measured": measured,
                 "probe_predicted": iv.nominal,
                 "probe_error": abs(iv.nominal / measured - 1),
+                "model_error_sigma_held_out": sigma,
                 "probe_low90": iv.low,
                 "probe_high90": iv.high,
                 "covered": iv.low <= measured <= iv.high,
+                "relative_width": iv.relative_width,
+                "parameters_only_low90": p_low,
+                "parameters_only_high90": p_high,
+                "parameters_only_covered": p_low <= measured <= p_high,
+                "parameters_only_relative_width": (p_high - p_low) / iv.nominal,
                 "campaign_predicted": fitted,
                 "campaign_error": abs(fitted / measured - 1),
             }
@@ -126,6 +171,16 @@ def main() -> int:
             "mean_error": sum(r["probe_error"] for r in rows) / n,
             "worst_error": max(r["probe_error"] for r in rows),
             "covered_90": sum(r["covered"] for r in rows),
+            "median_relative_width_90": float(np.median([r["relative_width"] for r in rows])),
+            "parameters_only_covered_90": sum(r["parameters_only_covered"] for r in rows),
+            "parameters_only_median_relative_width_90": float(
+                np.median([r["parameters_only_relative_width"] for r in rows])
+            ),
+            "model_error": {
+                "method": f"leave-one-shape-out: {MODEL_ERROR_METHOD}",
+                "sigma_log_all_shapes": profile.model_error.sigma_log,
+            },
+            "draws": a.draws,
             "shapes": n,
             "probe_wall_s": probe_s,
             "parameters": {k: getattr(profile.costs, k) for k in profile.fit.parameters},
@@ -154,8 +209,11 @@ def main() -> int:
     cost = c["cost"]
     print(
         f"probe profile ({probe_s / 60:.1f} min of probing, no training run): mean "
-        f"{p['mean_error']:.1%}, worst {p['worst_error']:.1%}, 90% interval covers "
-        f"{p['covered_90']}/{n}"
+        f"{p['mean_error']:.1%}, worst {p['worst_error']:.1%}; 90% interval with the held-out "
+        f"model error covers {p['covered_90']}/{n} (median width "
+        f"{p['median_relative_width_90']:.1%}), parameters only "
+        f"{p['parameters_only_covered_90']}/{n} "
+        f"({p['parameters_only_median_relative_width_90']:.1%})"
     )
     print(
         f"campaign profile ({cost['records']} training runs: {cost['records_wall_h']:.2f} h "

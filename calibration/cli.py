@@ -21,6 +21,7 @@ from simscale.spec.config import integer_at_least
 
 if TYPE_CHECKING:
     from calibration.published_fit import Judged
+    from simscale.spec.profile import Profile
 
 ERRORS = (CalibrationError,)
 
@@ -54,6 +55,14 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         metavar="PROBE.json",
         help="make the profile from realrun probe records (measured costs, no training run)",
     )
+    p.add_argument(
+        "--model-error-from",
+        type=Path,
+        metavar="VALIDATE.json",
+        help="keep in the profile the simulator's own error per group (ps/allreduce/ddp-zero, "
+        "emulated/real), estimated from the held-out residuals of this `simscale validate "
+        "--json` output; `predict --interval` widens by it",
+    )
     _add_fit_args(p)
     add_force_arg(p)
 
@@ -80,11 +89,12 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--interval-draws",
         type=integer_at_least(0),
-        default=8,
+        default=4,
         metavar="N",
         help="with --published: simulate each held-out point under N draws of its fold's "
-        "identified parameters and of its scenario's declared ranges, and report the held-out "
-        "coverage of the 90%% and 50%% intervals (0: point error only; default 8)",
+        "identified parameters and of its scenario's declared ranges, each widened by the "
+        "held-out model error of its group (no simulation), and report the held-out "
+        "coverage of the 90%% and 50%% intervals (0: point error only; default 4)",
     )
     p.add_argument(
         "--transformers",
@@ -160,11 +170,31 @@ def _stage_progress(stage: str, n: int) -> None:
     print(f"\rfitting {stage}: evaluation {n}   ", end="", file=sys.stderr, flush=True)
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from calibration.calibrate import calibrate
+def _save(profile: Profile, args: argparse.Namespace) -> None:
+    """Write the profile, with the model error of ``--model-error-from`` when given."""
+    from dataclasses import replace
+
+    from calibration.model_error import from_validation
     from simscale.spec.profile import save_profile
 
+    if args.model_error_from is not None:
+        profile = replace(profile, model_error=from_validation(args.model_error_from))
+        me = profile.model_error
+        groups = ", ".join(
+            f"{g} {s:.1%} ({me.residuals[g]} residuals)" for g, s in me.sigma_log.items()
+        )
+        print(f"model error (1-sigma of log, held out): {groups or 'no group with enough'}")
+    save_profile(profile, args.output)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from calibration.calibrate import calibrate
+
     refuse_overwrite([args.output], args.force)
+    if args.model_error_from is not None:  # a bad file is one line now, not after the fit
+        from calibration.model_error import residuals_from_validation
+
+        residuals_from_validation(args.model_error_from)
     if args.transformers and not args.published:
         raise CalibrationError("--transformers fits the published transformer set: add --published")
     if args.published and args.transformers:
@@ -180,7 +210,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args.runs, _fit_names(args.fit), args.scope, progress=_progress("fitting")
     )
     print(file=sys.stderr)
-    save_profile(profile, args.output)
+    _save(profile, args)
     print(
         f"fitted {len(result.shapes)} configurations ({len(runset.runs)} runs"
         f"{f', {len(runset.skipped)} set aside' if runset.skipped else ''}) in "
@@ -199,12 +229,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _calibrate_probe(args: argparse.Namespace) -> int:
     from calibration.probe_profile import calibrate_probe
-    from simscale.spec.profile import save_profile
 
     if args.runs:
         raise CalibrationError("give run records or --probe, not both")
     profile = calibrate_probe(args.probe, args.scope)
-    save_profile(profile, args.output)
+    _save(profile, args)
     print(f"measured {len(profile.fit.parameters)} parameters from {len(args.probe)} probe records")
     for name in profile.fit.parameters:
         sigma = profile.fit.uncertainty.get(name, float("nan"))
@@ -216,14 +245,13 @@ def _calibrate_probe(args: argparse.Namespace) -> int:
 
 def _calibrate_transformers(args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate_transformers
-    from simscale.spec.profile import save_profile
 
     if args.runs or args.fit is not None:
         raise CalibrationError(
             "--published --transformers fits the fractions of peak only: no run records, no --fit"
         )
     profile, fitted = calibrate_transformers(progress=lambda s: print(s, file=sys.stderr))
-    save_profile(profile, args.output)
+    _save(profile, args)
     print(f"fitted {fitted.fitted_points} published transformer points")
     for key, value in sorted(fitted.fractions.items()):
         print(f"  fraction of peak {key:<14} {value:.4f}")
@@ -234,14 +262,13 @@ def _calibrate_transformers(args: argparse.Namespace) -> int:
 
 def _calibrate_published(args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate_published
-    from simscale.spec.profile import save_profile
 
     if args.runs:
         raise CalibrationError("give run records or --published, not both")
     names = None if args.fit is None else _fit_names(args.fit)
     profile, fitted = calibrate_published(names, progress=_stage_progress)
     print(file=sys.stderr)
-    save_profile(profile, args.output)
+    _save(profile, args)
     print(
         f"fitted {len(fitted.fitted_points)} published points"
         + (f" ({len(fitted.left_out)} costly ones predicted only)" if fitted.left_out else "")
@@ -328,8 +355,8 @@ def _validate_published(args: argparse.Namespace, out: dict[str, object]) -> Non
     else:
         names = pf.COMM_FIT if args.fit is None else _fit_names(args.fit)
 
-        def held_out(campaign: str) -> None:
-            print(f"\rvalidating: holding out {campaign:<30}", end="", file=sys.stderr, flush=True)
+        def held_out(step: str) -> None:
+            print(f"\rvalidating: {step:<44}", end="", file=sys.stderr, flush=True)
 
         judged, fits = pf.leave_one_source_out(
             points, names, progress=held_out, jobs=args.jobs, draws=args.interval_draws

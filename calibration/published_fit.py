@@ -29,6 +29,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -41,8 +42,10 @@ from simscale.model.compute import samples_per_s_without_communication
 from simscale.model.input_pipeline import loader_cores
 from simscale.simulator import simulate
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.model_error import model_error_group
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 from simscale.spec.scenario import DIST_MODES, Scenario
+from simscale.whatif.uncertainty import with_model_error
 
 # The communication mechanisms fitted on scaling points (stage 2). bandwidth_factor (the usable
 # fraction of a NIC's line rate) is not among them: it stays at SimGrid's 0.97 for TCP. Fitted,
@@ -100,12 +103,16 @@ class Judged:
     # The compared quantity under drawn inputs (the fold's identified parameters from their
     # covariance, the scenario's declared ranges): what its intervals are read from.
     draws: tuple[float, ...] = ()
+    # The simulator's own error on known setups for this point's group, estimated from the
+    # residuals of the OTHER campaigns' held-out points (0: not estimated, not in the width).
+    model_sigma: float = 0.0
 
     def interval(self, level: float) -> tuple[float, float] | None:
-        """The central ``level`` interval of the draws (with the prediction), or None."""
+        """The central ``level`` interval of the draws (with the prediction), each times the
+        model-error factor, or None."""
         if not self.draws:
             return None
-        values = np.array([self.predicted, *self.draws])
+        values = with_model_error(np.array([self.predicted, *self.draws]), self.model_sigma)
         q = (1 - level) / 2 * 100
         lo, hi = np.percentile(values, [q, 100 - q])
         return float(lo), float(hi)
@@ -365,23 +372,29 @@ def judge(
     return out
 
 
-def _drawn_values(p: PublishedPoint, fitted: PublishedFit, n: int) -> list[float]:
+def _drawn_values(
+    p: PublishedPoint, fitted: PublishedFit, n: int, only: int | None = None
+) -> list[float]:
     """The point's compared quantity under ``n`` draws of the fit's identified parameters and
     of the declared ranges of its scenario (its instance preset's: what the source left
-    unstated), seeded by the point's name so a fold's answer does not depend on order."""
-    return drawn_values(p, as_profile(fitted), fitted.costs, n)
+    unstated), seeded by the point's name so a fold's answer does not depend on order; with
+    ``only``, that draw alone (the same value it has among the ``n``)."""
+    return drawn_values(p, as_profile(fitted), fitted.costs, n, only)
 
 
-def drawn_values(p: PublishedPoint, profile: Profile, costs: CostModel, n: int) -> list[float]:
+def drawn_values(
+    p: PublishedPoint, profile: Profile, costs: CostModel, n: int, only: int | None = None
+) -> list[float]:
     """``p``'s compared quantity under ``n`` draws of ``profile``'s identified parameters around
-    ``costs`` and of its scenario's declared ranges, seeded by the point's name."""
+    ``costs`` and of its scenario's declared ranges, seeded by the point's name; with ``only``,
+    that draw alone."""
     from simscale.whatif.uncertainty import draw_inputs
 
     seed = int.from_bytes(hashlib.sha256(p.name.encode()).digest()[:4], "little")
-    return [
-        predict_point(replace(p, scenario=s), c)
-        for s, c in draw_inputs(p.scenario, profile, costs, n, seed)
-    ]
+    inputs = draw_inputs(p.scenario, profile, costs, n, seed)
+    if only is not None:
+        inputs = inputs[only : only + 1]
+    return [predict_point(replace(p, scenario=s), c) for s, c in inputs]
 
 
 def as_profile(fitted: PublishedFit) -> Profile:
@@ -410,41 +423,97 @@ def leave_one_source_out(
     jobs: int | None = None,
     draws: int = 0,
 ) -> tuple[list[Judged], dict[str, PublishedFit]]:
-    """Fit on every campaign but one and judge the held-out one, for each campaign; the
-    campaigns run in ``jobs`` processes (default: one per core)."""
+    """Fit on every campaign but one and judge the held-out one, for each campaign.
+
+    Two passes over ``jobs`` processes (default: one per core): the folds' fits, then every
+    simulation of the judgement, one task per point and draw, costliest first. Judging whole
+    folds in one process left one core on the fold of a 64-GPU parameter-server point (a
+    minute a simulation, measured 2026-11-28: a third of all judging) while the other idled."""
     names = campaigns(points)
     if len(names) < 2:
         raise CalibrationError(f"leave-one-source-out needs at least 2 campaigns, got {len(names)}")
-    judged: list[Judged] = []
-    fits: dict[str, PublishedFit] = {}
     workers = max(1, min(jobs or os.cpu_count() or 1, len(names)))
-    if workers == 1:
-        for held in names:
-            fits[held], got = _fold(points, held, comm_names, draws)
-            judged += got
-            if progress is not None:
-                progress(held)
-        return judged, fits
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_fold, points, held, comm_names, draws): held for held in names}
-        for future in as_completed(futures):
-            held = futures[future]
-            fits[held], got = future.result()
-            judged += got
-            if progress is not None:
-                progress(held)
+    say = progress or (lambda _: None)
+    fit_tasks = [(held, (points, held, comm_names)) for held in names]
+    fits: dict[str, PublishedFit] = dict(
+        _run(workers, _fit_fold, fit_tasks, lambda held, _: say(f"fitted with {held} held out"))
+    )
+    # (point index, draw index: -1 for the point prediction) -> the compared quantity
+    tasks = [
+        ((i, k), (p, fits[p.campaign], k, draws))
+        for i, p in sorted(enumerate(points), key=lambda t: -fit_cost(t[1]))
+        for k in range(-1, draws)
+    ]
+    values = dict(
+        _run(workers, _judge_task, tasks, lambda _, d: say(f"judged {d}/{len(tasks)} simulations"))
+    )
+    judged = [
+        Judged(
+            p,
+            kind_of(p),
+            published_value(p),
+            values[(i, -1)],
+            draws=tuple(values[(i, k)] for k in range(draws)),
+        )
+        for i, p in enumerate(points)
+    ]
     order = {n: i for i, n in enumerate(names)}
     judged.sort(key=lambda j: order[j.point.campaign])
-    return judged, fits
+    return with_held_out_model_error(judged), fits
 
 
-def _fold(
-    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str], draws: int = 0
-) -> tuple[PublishedFit, list[Judged]]:
-    """Fit on every campaign but ``held``; judge ``held``'s points with that fit (and their
-    intervals from ``draws`` drawn inputs)."""
-    fitted = fit_published([p for p in points if p.campaign != held], comm_names)
-    return fitted, judge([p for p in points if p.campaign == held], fitted.costs, fitted, draws)
+def _run(
+    workers: int, fn: Callable, tasks: list[tuple], done: Callable[[Any, int], None]
+) -> list[tuple]:
+    """(key, fn(*args)) for each (key, args) of ``tasks``, in ``workers`` processes;
+    ``done(key, count)`` after each."""
+    out = []
+    if workers == 1:
+        for key, args in tasks:
+            out.append((key, fn(*args)))
+            done(key, len(out))
+        return out
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(fn, *args): key for key, args in tasks}
+        for future in as_completed(futures):
+            out.append((futures[future], future.result()))
+            done(futures[future], len(out))
+    return out
+
+
+def _fit_fold(
+    points: Sequence[PublishedPoint], held: str, comm_names: Sequence[str]
+) -> PublishedFit:
+    """One fold's fit: on every campaign but ``held``."""
+    return fit_published([p for p in points if p.campaign != held], comm_names)
+
+
+def _judge_task(p: PublishedPoint, fitted: PublishedFit, k: int, draws: int) -> float:
+    """The point's compared quantity under its fold's fit (k = -1), or under the k-th of its
+    ``draws`` drawn inputs (as ``_drawn_values``, one at a time)."""
+    if k < 0:
+        return predict_point(p, fitted.costs)
+    return _drawn_values(p, fitted, draws, only=k)[0]
+
+
+def with_held_out_model_error(judged: Sequence[Judged]) -> list[Judged]:
+    """Each point with its group's model-error sigma from the held-out residuals of every
+    other campaign: a campaign's own residuals never widen its own intervals."""
+    from calibration.model_error import Residual, held_out_sigma
+
+    residuals = [
+        Residual(
+            model_error_group(j.point.scenario),
+            j.point.campaign,
+            math.log(j.published / j.predicted),
+        )
+        for j in judged
+    ]
+    out = []
+    for j, r in zip(judged, residuals, strict=True):
+        sigma, _ = held_out_sigma(residuals, r.group, r.block)
+        out.append(replace(j, model_sigma=sigma or 0.0))
+    return out
 
 
 def group_errors(judged: Sequence[Judged]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -514,6 +583,8 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
                 "predicted": j.predicted,
                 "error": j.error,
                 "unmodelled": j.point.unmodelled,
+                "model_error_group": model_error_group(j.point.scenario),
+                "model_error_sigma_held_out": j.model_sigma,
                 "interval_90": j.interval(0.9),
                 "interval_50": j.interval(0.5),
             }
@@ -567,6 +638,18 @@ def format_coverage(judged: Sequence[Judged]) -> str:
     if not any(j.draws for j in judged):
         return ""
     lines = ["", "  interval coverage (held out)      90% in  width    50% in  width  points"]
+    sigmas: dict[str, list[float]] = {}
+    for j in judged:
+        sigmas.setdefault(model_error_group(j.point.scenario), []).append(j.model_sigma)
+    lines.insert(
+        1,
+        "  the intervals carry the simulator's own error, from the other campaigns' residuals "
+        "(median 1-sigma of log per group): "
+        + ", ".join(
+            f"{g} {np.median(v):.1%}" if np.median(v) > 0 else f"{g} none (too few residuals)"
+            for g, v in sorted(sigmas.items())
+        ),
+    )
 
     def row(label: str, c: dict[str, float]) -> str:
         return (

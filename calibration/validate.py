@@ -23,6 +23,7 @@ from calibration.fit import DEFAULT_FIT, fit, predict
 from calibration.runs import Run, mean_by_shape
 from simscale.lifetime import exit_with_parent
 from simscale.spec.costs import CostModel
+from simscale.spec.model_error import model_error_group
 from simscale.spec.scenario import Scenario
 
 
@@ -112,6 +113,7 @@ def groups_of(s: Scenario) -> dict[str, str]:
         "placement": placement,
         "link": f"{nic * 1000:g}Mbit/s",
         "model": s.model.spec().name,
+        "model_error": model_error_group(s),
     }
 
 

@@ -23,6 +23,7 @@ import yaml
 
 from simscale.spec.config import ConfigError, from_mapping, read_yaml, to_mapping
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.model_error import ModelError
 from simscale.spec.scenario import Scenario
 
 PROFILE_SCHEMA_VERSION = 1
@@ -60,6 +61,9 @@ class Profile:
     compute: str = ""
     fit: FitInfo = field(default_factory=FitInfo)
     description: str = ""
+    # The simulator's own error on known setups, per group (simscale/spec/model_error.py);
+    # empty in older profiles, whose intervals then say that model error is not included.
+    model_error: ModelError = field(default_factory=ModelError)
 
     def validate(self) -> None:
         if self.schema_version != PROFILE_SCHEMA_VERSION:

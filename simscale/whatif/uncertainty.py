@@ -1,14 +1,20 @@
-"""Uncertainty intervals around a prediction, from two sources:
+"""Uncertainty intervals around a prediction, from three sources:
 
 - **the profile's parameter uncertainty**: the fitted cost parameters are drawn from a normal
   distribution with the fit's covariance (in the fit's coordinates: log of the value for
   log-scaled parameters, so draws stay positive), each draw simulated;
 - **run-to-run jitter**: every draw also gets its own seed, so the seeded random parts of the
   model (compute jitter of stragglers, unequal TCP shares) vary as between real runs; a few
-  repetitions at the fitted values isolate this part.
+  repetitions at the fitted values isolate this part;
+- **the simulator's own error on known setups** (the profile's ``model_error``, a log-normal
+  factor per group whose sigma was estimated from held-out residuals,
+  simscale/spec/model_error.py): every simulated value is multiplied by the same fixed,
+  evenly spaced quantiles of that factor (common random numbers: no simulation is added, and
+  the pooled values' quantiles are exactly the factor's when nothing else varies).
 
 The interval is the central ``level`` of the simulated throughputs. Without a profile (or with
-one fitted before uncertainties were kept), only jitter is covered, and the words say so.
+one fitted before uncertainties were kept), only jitter is covered, and the words say so; so
+they do when the profile keeps no model error for the scenario's group.
 Profiles fitted before covariances were kept have per-parameter sigmas only: those are drawn
 independently.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -29,6 +36,9 @@ from simscale.spec.unknowns import FACTS, FactRange
 from simscale.whatif.errors import WhatIfError
 from simscale.whatif.executors import run_tasks
 
+# Evenly spaced quantiles of the model-error factor each simulated value is multiplied by: with
+# 1000, the pooled 5% quantile of a single value is within 0.3% of the factor's in log terms.
+MODEL_ERROR_QUANTILES = 1000
 WIDE_RELATIVE = 0.20  # an interval wider than 20% of the prediction is called wide
 NARROW_RELATIVE = 0.05
 
@@ -50,6 +60,14 @@ class Interval:
     # What the width comes from, largest first, and the declared ranges that were sampled.
     shares: tuple[Share, ...] = ()
     ranges: tuple[str, ...] = ()
+    # The scenario's model-error group and the profile's sigma of log for it (None: not kept,
+    # so not in the width), and how many held-out residuals that sigma came from.
+    model_error_group: str = ""
+    model_error_sigma: float | None = None
+    model_error_residuals: int = 0
+    # The simulated throughputs (draws and repetitions) before the model-error factor: what a
+    # benchmark needs to judge the interval with and without it from one set of simulations.
+    simulated: tuple[float, ...] = ()
 
     @property
     def relative_width(self) -> float:
@@ -71,6 +89,11 @@ class Interval:
             "unidentified": dict(self.unidentified),
             "width_shares": [sh.to_dict() for sh in self.shares],
             "declared_ranges": list(self.ranges),
+            "model_error": {
+                "group": self.model_error_group,
+                "sigma_log": self.model_error_sigma,
+                "residuals": self.model_error_residuals,
+            },
         }
 
 
@@ -329,12 +352,18 @@ def interval(
     nominal = values[0]
     jitter = np.array(values[: 1 + repeats])
     drawn = values[1 + repeats : 1 + repeats + draws]
-    combined = np.array(drawn + list(jitter))
+    group, sigma = model_error_of(scenario, profile if applies else None)
+    combined = with_model_error(np.array(drawn + list(jitter)), sigma or 0.0)
     q = (1 - level) / 2 * 100
     low, high = (float(v) for v in np.percentile(combined, [q, 100 - q]))
     j_low, j_high = (float(v) for v in np.percentile(jitter, [q, 100 - q]))
     spans = values[1 + repeats + draws :]
     shares = _shares(ends, spans, float(np.ptp(jitter)))
+    if sigma:
+        n_res = profile.model_error.residuals.get(group, 0) if profile is not None else 0
+        shares = _with_model_error_share(
+            shares, spans, float(np.ptp(jitter)), nominal, sigma, level, group, n_res
+        )
     iv = Interval(
         level=level,
         nominal=nominal,
@@ -349,8 +378,68 @@ def interval(
         unidentified=dict(space.unidentified) if space else {},
         shares=tuple(shares),
         ranges=tuple(r.describe() for r in facts),
+        model_error_group=group,
+        model_error_sigma=sigma,
+        simulated=tuple(float(v) for v in drawn + list(jitter)),
+        model_error_residuals=(
+            profile.model_error.residuals.get(group, 0) if profile is not None and sigma else 0
+        ),
     )
     return replace(iv, words=describe(iv, profile, applies))
+
+
+def model_error_of(scenario: Scenario, profile: Profile | None) -> tuple[str, float | None]:
+    """The scenario's model-error group and the profile's sigma for it (None without one)."""
+    from simscale.spec.model_error import model_error_group
+
+    if profile is None:
+        return model_error_group(scenario), None
+    return profile.model_error.sigma_for(scenario)
+
+
+def with_model_error(values: np.ndarray, sigma_log: float) -> np.ndarray:
+    """Every value times each of MODEL_ERROR_QUANTILES evenly spaced quantiles of a log-normal
+    factor of 1-sigma ``sigma_log`` (the values themselves when it is 0)."""
+    values = np.asarray(values, dtype=float)
+    if sigma_log <= 0:
+        return values
+    n = MODEL_ERROR_QUANTILES
+    z = np.array([NormalDist().inv_cdf((k + 0.5) / n) for k in range(n)])
+    return (values[:, None] * np.exp(sigma_log * z)[None, :]).ravel()
+
+
+def _with_model_error_share(
+    shares: list[Share],
+    spans: list[float],
+    jitter_span: float,
+    nominal: float,
+    sigma: float,
+    level: float,
+    group: str,
+    residuals: int,
+) -> list[Share]:
+    """The shares recomputed with the model error's span (the factor's central ``level``
+    range times the nominal) beside the one-at-a-time spans."""
+    zq = _normal_quantile((1 + level) / 2)
+    span = nominal * (math.exp(zq * sigma) - math.exp(-zq * sigma))
+    others = (
+        sum(abs(spans[2 * i + 1] - spans[2 * i]) ** 2 for i in range(len(spans) // 2))
+        + jitter_span**2
+    )
+    total = others + span**2
+    scale = others / total if total > 0 else 0.0
+    out = [replace(sh, share=sh.share * scale) for sh in shares]
+    out.append(
+        Share(
+            "model_error",
+            f"the simulator's own error on known setups ({group}: 1-sigma {sigma:.1%} from "
+            f"{residuals} held-out residuals)",
+            span**2 / total if total > 0 else 0.0,
+            "fit a profile on training runs of this cluster and keep its own held-out "
+            "residuals (`simscale calibrate --model-error-from`)",
+        )
+    )
+    return sorted(out, key=lambda sh: -sh.share)
 
 
 def _space_for(
@@ -488,6 +577,11 @@ def describe(iv: Interval, profile: Profile | None, applies: bool) -> str:
             else "the profile keeps no identified parameter uncertainties"
         )
         parts.append(f"fitted-parameter uncertainty NOT included ({why})")
+    if iv.model_error_sigma is None:
+        parts.append(
+            "the simulator's own error on known setups NOT included (the profile keeps no "
+            f"held-out residuals for {iv.model_error_group})"
+        )
     top = [sh for sh in iv.shares if sh.share >= 0.1][:2] or list(iv.shares[:1])
     for sh in top:
         parts.append(f"{sh.words}: {sh.share:.0%} of the width; {sh.narrow_by} to narrow this")

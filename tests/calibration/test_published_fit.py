@@ -244,3 +244,31 @@ def test_held_out_points_get_intervals_and_their_coverage_is_reported(tmp_path: 
     assert "median_relative_width_90" in report["coverage_by_group"]["gpu"]["V100"]
     assert "interval coverage" in pf.format_coverage(judged)
     assert report["published"][0]["interval_90"] is not None
+
+
+def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only() -> None:
+    """Hand-derived: four all-reduce points of four campaigns, predicted 10% high, 10% low,
+    exact and 20% high; the sigma for campaign i is the root mean square of the other
+    three's log residuals, and it widens that point's interval."""
+    import math
+    from dataclasses import replace
+
+    ring = [p for p in load_published() if p.system == "allreduce" and p.gpus > 1]
+    by_campaign = {p.campaign: p for p in ring}
+    points = list(by_campaign.values())[:4]
+    assert len(points) == 4
+    ratios = (1.1, 0.9, 1.0, 1.2)
+    judged = [
+        pf.Judged(p, "throughput", 100.0, 100.0 * r, draws=(100.0 * r,))
+        for p, r in zip(points, ratios, strict=True)
+    ]
+    out = pf.with_held_out_model_error(judged)
+    logs = [math.log(1 / r) for r in ratios]
+    for i, j in enumerate(out):
+        others = [x for k, x in enumerate(logs) if k != i]
+        assert j.model_sigma == pytest.approx(math.sqrt(sum(x * x for x in others) / 3))
+    # the judged campaign's own residual does not move its sigma
+    wild = replace(judged[0], predicted=1000.0, draws=(1000.0,))
+    assert pf.with_held_out_model_error([wild, *judged[1:]])[0].model_sigma == out[0].model_sigma
+    lo, hi = out[0].interval(0.9)
+    assert hi / lo == pytest.approx(math.exp(2 * 1.6449 * out[0].model_sigma), rel=1e-2)

@@ -226,3 +226,31 @@ def test_every_published_points_scenario_gets_an_interval(source: str) -> None:
             continue
         iv = interval(p.scenario, level=0.9, draws=2, repeats=1, executor="serial")
         assert 0 < iv.low <= iv.high < math.inf, p.name
+
+
+def _with_model_error(sigma: float) -> Profile:
+    """No parameter uncertainty at all: only the model-error factor can widen the interval."""
+    from simscale.spec.model_error import ModelError
+
+    me = ModelError({"ps/emulated": sigma}, {"ps/emulated": 9}, "leave-one-out", "test")
+    return Profile(PROFILE_SCHEMA_VERSION, CostModel(), model_error=me)
+
+
+def test_the_model_error_factor_widens_the_interval_by_its_stated_sigma() -> None:
+    """Hand-derived: with nothing else varying (no fitted sigmas, one repeat at the nominal
+    seed), the 90% interval is the nominal times exp(-/+ 1.645 sigma): for sigma 0.1,
+    0.8484 and 1.1787 of the nominal."""
+    iv = interval(NET, _with_model_error(0.1), level=0.9, draws=2, repeats=1, executor="serial")
+    assert iv.jitter_low == iv.jitter_high == iv.nominal  # the draws vary nothing else
+    assert iv.low / iv.nominal == pytest.approx(math.exp(-1.6449 * 0.1), rel=2e-3)
+    assert iv.high / iv.nominal == pytest.approx(math.exp(1.6449 * 0.1), rel=2e-3)
+    assert iv.model_error_sigma == 0.1 and iv.model_error_group == "ps/emulated"
+    assert "the simulator's own error on known setups (ps/emulated" in iv.words
+    assert "100% of the width" in iv.words
+    assert iv.to_dict()["model_error"] == {"group": "ps/emulated", "sigma_log": 0.1, "residuals": 9}
+
+
+def test_without_a_model_error_the_words_say_it_is_not_included() -> None:
+    iv = interval(NET, _profile(0.01), level=0.9, draws=4, repeats=1, executor="serial")
+    assert iv.model_error_sigma is None
+    assert "own error on known setups NOT included" in iv.words
