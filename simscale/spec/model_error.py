@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simscale.spec.scenario import DIST_MODES, Scenario
+from simscale.spec.scenario import DIST_MODES, Scenario, is_real_hardware
 
 # Fewer held-out residuals than this in a group say too little about its spread: the group
 # gets no sigma, and the interval's words say that model error is not included.
@@ -53,6 +53,4 @@ def system_of(scenario: Scenario) -> str:
 def model_error_group(scenario: Scenario) -> str:
     """The group a scenario's model error is read from, e.g. ``ps/emulated``: the emulated
     cluster (CPU workers or emulated compute) and real accelerators err differently."""
-    from simscale.spec.profile import is_real_hardware
-
     return f"{system_of(scenario)}/{'real' if is_real_hardware(scenario) else 'emulated'}"

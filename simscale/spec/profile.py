@@ -24,7 +24,7 @@ import yaml
 from simscale.spec.config import ConfigError, from_mapping, read_yaml, to_mapping
 from simscale.spec.costs import CostModel, real_hardware_costs
 from simscale.spec.model_error import ModelError
-from simscale.spec.scenario import Scenario
+from simscale.spec.scenario import Scenario, is_real_hardware
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -117,13 +117,6 @@ def profile_dict(profile: Profile) -> dict[str, Any]:
 
 # The real-cluster profile real-hardware scenarios use when no profile is given.
 REAL_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "real-v1.yaml"
-
-
-def is_real_hardware(scenario: Scenario) -> bool:
-    """Every worker is an accelerator (not a CPU stand-in) and realrun would compute for real."""
-    return scenario.realrun.compute == "real" and all(
-        g.resolved()[1] != "cpu" for g in scenario.cluster.hosts
-    )
 
 
 def default_profile(scenario: Scenario) -> Profile | None:

@@ -714,3 +714,10 @@ def _with_name(s: Scenario, name: str) -> Scenario:
     from dataclasses import replace
 
     return replace(s, name=name)
+
+
+def is_real_hardware(scenario: Scenario) -> bool:
+    """Every worker is an accelerator (not a CPU stand-in) and realrun would compute for real."""
+    return scenario.realrun.compute == "real" and all(
+        g.resolved()[1] != "cpu" for g in scenario.cluster.hosts
+    )
