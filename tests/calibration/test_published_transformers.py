@@ -47,6 +47,7 @@ def test_tokens_per_second_become_sequences_per_second() -> None:
     assert fms.value == pytest.approx(4550 * 128 / 4096)  # tokens/s per GPU x GPUs / seq_len
 
 
+@pytest.mark.slow  # 131 points, 20 CPU s in all (tests/support/cpu_report.py)
 @pytest.mark.parametrize("point", POINTS, ids=[p.name for p in POINTS])
 def test_every_point_predicts_a_finite_positive_value(point) -> None:
     value = predict_point(point, real_hardware_costs(), fitting=True)
