@@ -8,11 +8,11 @@ why."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from tests.support import golden_predictions as golden
+from tests.support.costly import COSTLY_PUBLISHED, skipped_points
 
 SCENARIO_GOLDEN = json.loads((golden.GOLDEN_DIR / "scenarios.json").read_text())
 CASES = [(n, a) for n, a in golden.scenario_cases() if golden.exact_is_cheap(n)]
@@ -34,7 +34,7 @@ PUBLISHED_GOLDEN = json.loads((golden.GOLDEN_DIR / "published.json").read_text()
 @pytest.mark.slow
 @pytest.mark.parametrize("source", golden.published_sources())
 def test_published_points_are_unchanged(source: str) -> None:
-    skip = () if os.environ.get("SIMSCALE_GOLDEN_ALL") else golden.EXPENSIVE_PUBLISHED
+    skip = skipped_points()
     want = {
         k: v
         for k, v in PUBLISHED_GOLDEN.items()
@@ -47,4 +47,4 @@ def test_published_points_are_unchanged(source: str) -> None:
 
 def test_the_points_left_to_a_full_check_are_published_points() -> None:
     points = {k.split("|")[0] for k in PUBLISHED_GOLDEN}
-    assert set(golden.EXPENSIVE_PUBLISHED) <= points
+    assert set(COSTLY_PUBLISHED) <= points

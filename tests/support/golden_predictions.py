@@ -30,15 +30,6 @@ PROFILES = {"default": None, "none": "none", "emulated-v2": "profiles/emulated-v
 VOLATILE = ("wall_s",)  # the only field that depends on the machine, not the model
 # The exact path on shapes it answers in a few seconds; the rest are checked on their auto path.
 EXACT_MAX_WORKERS = 8
-# Published points whose simulation under real-v1 costs tens of CPU seconds or more: ETH's
-# 32-128 single-GPU p2.xlarge hosts, a server on each, greedy placement (the exact path; 32 hosts
-# took 24 CPU s on a loaded 2-core machine, 64 and 128 grow faster than linearly). The test
-# suite checks every other point; SIMSCALE_GOLDEN_ALL=1 checks these too.
-EXPENSIVE_PUBLISHED = (
-    "ethz-tf-k80-ec2/p2x-32gpu",
-    "ethz-tf-k80-ec2/p2x-64gpu",
-    "ethz-tf-k80-ec2/p2x-128gpu",
-)
 
 
 def scenario_cases() -> list[tuple[str, list[str]]]:
