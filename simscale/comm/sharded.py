@@ -47,8 +47,8 @@ torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
 realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends 3(n-1)/n B plus (n-1)/n of
 the blocks' bytes per step, what this model sends (tests/simscale/comm/test_sharded.py).
 
-The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
-and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
+The optimizer step itself runs on the worker once its gradients are reduced
+(simscale.model.optimizer_step: bytes over the GPU memory's bandwidth, on the rank's shard).
 """
 
 from __future__ import annotations
