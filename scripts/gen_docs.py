@@ -549,14 +549,15 @@ def presets_reference() -> str:
         "## Accelerators",
         "",
         "| name | FP32 TFLOPS | FP16 TFLOPS | host link GB/s | peer link GB/s | memory GiB "
-        "| source |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| memory GB/s | source |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for g in hw.GPUS.values():
+        hbm = f"{g.memory_gbytes_per_s:g}" if g.memory_gbytes_per_s else "-"
         out.append(
             f"| `{g.name}` | {g.peak_fp32_tflops:g} | {g.peak_fp16_tflops:g} | "
             f"{g.host_link_gbytes_per_s:g} | {g.peer_link_gbytes_per_s:g} | {g.memory_gib:g} | "
-            f"{_cell(g.source)} |"
+            f"{hbm} | {_cell(g.source)} |"
         )
     out += [
         "",

@@ -29,6 +29,7 @@ from simscale.des.utilization import Measured
 from simscale.model import cluster, ring_symmetry, symmetry
 from simscale.model.compute import layer_times
 from simscale.model.input_pipeline import InputPipeline, worker_loader
+from simscale.model.optimizer_step import optimizer_step_s
 from simscale.model.stragglers import gpu_jitter, straggler_factor, synchronised_gpus
 from simscale.model.worker import HostCopies, Span, Worker, async_start_delay_s
 from simscale.network import NetworkConfig, make_network
@@ -232,6 +233,7 @@ class Simulation:
                 loader.next_batch if loader is not None else None,
                 s.training.micro_batches,
                 sharded,
+                optimizer_step_s(s, gpu),
             )
             self.workers.append(worker)
             delay_s = 0.0

@@ -284,11 +284,17 @@ def plan_from_scenario(scenario: Any, rank: int, world_size: int, local_rank: in
 
 
 def check_all_reduce_compute(scenario: Any) -> None:
-    """ValueError for what the all-reduce backend does not run (emulated compute)."""
+    """ValueError for what the all-reduce backend does not run (emulated compute, HSDP)."""
     if scenario.realrun.compute != "real":
         raise ValueError(
             "realrun.compute is 'emulated', but the all-reduce backend trains for real only; "
             "use realrun.compute=real"
+        )
+    zero = scenario.kvstore.zero
+    if scenario.kvstore.mode == "zero" and zero.shard_group != "world":
+        raise ValueError(
+            f"kvstore.zero.shard_group is {zero.shard_group!r}, but realrun's FSDP shards over "
+            "every rank only (HSDP is simulated, not run); use shard_group world"
         )
 
 

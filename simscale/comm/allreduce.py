@@ -55,6 +55,9 @@ class _Ready:
     # Of an all-reduce's traffic, the share this collective moves: 1 for an all-reduce, 1/2
     # for a reduce-scatter or an all-gather (ZeRO, FSDP: simscale.comm.sharded).
     fraction: float = 1.0
+    # Of an all-reduce's ring steps between hosts, the share this collective takes (``fraction``
+    # unless HSDP's: 0 for a collective inside each host, 1 for its shard's all-reduce).
+    across: float = 1.0
 
 
 class AllReduce:
@@ -200,13 +203,16 @@ class AllReduce:
         nbytes: float,
         fraction: float,
         done: Callable[[float], None],
+        across: float | None = None,
     ) -> None:
         """One worker is ready for the collective ``tag`` over ``nbytes`` (``fraction`` of an
-        all-reduce's traffic); it runs, in turn, once every worker is."""
+        all-reduce's traffic inside a host, ``across`` of its ring steps between hosts, by
+        default ``fraction`` too); it runs, in turn, once every worker is."""
         entry = self.pending.get(tag)
         now = self.env.now
         if entry is None:
-            entry = self.pending[tag] = _Ready(it, key, nbytes, 0, [], fraction)
+            share = fraction if across is None else across
+            entry = self.pending[tag] = _Ready(it, key, nbytes, 0, [], fraction, share)
         entry.count += 1
         entry.done.append((now, done))
         if entry.count == len(self.hosts):
@@ -229,6 +235,7 @@ class AllReduce:
                     or (
                         total + self.queue[0].nbytes <= self.fusion_bytes
                         and self.queue[0].fraction == batch[0].fraction
+                        and self.queue[0].across == batch[0].across
                     )
                 ):
                     entry = self.queue.pop(0)
@@ -237,7 +244,7 @@ class AllReduce:
                 if self.tensor_overhead_s > 0:
                     yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 started = self.env.now
-                yield from self._allreduce(total, batch[0].fraction)
+                yield from self._allreduce(total, batch[0].fraction, batch[0].across)
                 if self.on_buffer is not None:
                     keys = [(e.it, e.key) for e in batch]
                     self.on_buffer(keys, total, started, self.env.now)
@@ -246,15 +253,27 @@ class AllReduce:
                     for t, done in entry.done:
                         done(last - t)  # this worker waited for the last one to be ready
 
-    def _allreduce(self, nbytes: float, fraction: float = 1.0) -> simpy.events.ProcessGenerator:
+    def _allreduce(
+        self, nbytes: float, fraction: float = 1.0, across: float | None = None
+    ) -> simpy.events.ProcessGenerator:
         """An all-reduce of ``nbytes``, or with ``fraction`` 1/2 its reduce-scatter or
-        all-gather half (the same hops, half the ring's steps)."""
+        all-gather half (the same hops, half the ring's steps). ``across`` apart from
+        ``fraction`` is HSDP's (simscale.comm.sharded): 0 keeps the collective inside each host
+        (its ring of GPUs over NVLink, each hop's latency paid), 1 all-reduces between hosts
+        what the host's reduce-scatter left (the same bytes through the NIC as an all-reduce)."""
         w, g = self.ring_size, self.gpus
-        if self.algorithm == "hierarchical" or w == 1:
+        across = fraction if across is None else across
+        if across == 0:
+            if g > 1:
+                hops = round(2 * (g - 1) * fraction)
+                intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps
+                yield self.env.timeout(intra * fraction + hops * self.intra_step_s)
+            return
+        if self.algorithm == "hierarchical" or w == 1 or across != fraction:
             intra = 2 * (g - 1) / g * nbytes / self.peer_link_Bps if g > 1 else 0.0
             yield self.env.timeout(intra * fraction / 2)  # reduce-scatter inside the host
             if w > 1:
-                steps = max(1, round(2 * (w - 1) * fraction))
+                steps = max(1, round(2 * (w - 1) * across))
                 yield from self._ring(w, nbytes / w, 0.0, steps=steps)
             yield self.env.timeout(intra * fraction / 2)  # all-gather inside the host
         else:

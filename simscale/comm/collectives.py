@@ -76,5 +76,6 @@ def build_collectives(
         zero_bucket_mb=kv.zero.bucket_mb,
         prefetch=kv.zero.prefetch,
         library=collective_library(scenario),
+        hybrid=kv.zero.shard_group == "host",
     )
     return Collectives(allreduce, list(sharded))

@@ -30,20 +30,32 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   last micro-batch only (DeepSpeed stage 1's boundary reduce; stage 2 and SHARD_GRAD_OP
   without no_sync reduce every micro-batch, which is not modelled).
 
+- **HSDP** (``zero.shard_group: host``; FSDP's HYBRID_SHARD, stage 2 its _HYBRID_SHARD_ZERO2;
+  DeepSpeed MiCS's idea): the same schedules with each host one shard group and the hosts
+  replicas of one another. A gradient's collective is a reduce-scatter inside the host followed
+  by the all-reduce of its shard between hosts (FSDP's ``_post_backward_hook``: the
+  reduce-scatter, then ``dist.all_reduce`` over the inter-node group), so each host's NIC moves
+  2(W-1)/W of the bytes as under DDP; a gather stays inside the host, over NVLink. Against
+  full sharding over the world, stage 3 sends 2 instead of 3 times (W-1)/W of the bytes through
+  every NIC per micro-batch and gathers at NVLink's rate. The job's collectives still run one
+  after another (the module's one queue), though torch runs the host's gathers on a stream of
+  their own beside the all-reduces.
+
 The library matters (``collective_library``: gloo where the ranks are CPUs, as realrun and
 torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
 (``REDUCE_SCATTER_FRACTION``), so FSDP over gloo moves 1.5 times DDP's bytes even at stage 2.
 realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends 3(n-1)/n B plus (n-1)/n of
 the blocks' bytes per step, what this model sends (tests/simscale/comm/test_sharded.py).
 
-The optimizer step's own compute is not modelled (a sharded Adam step touches 1/N of the state
-and takes well under a millisecond per 100 M parameters on an A100's memory bandwidth).
+The optimizer step itself runs on the worker once its gradients are reduced
+(simscale.model.optimizer_step: bytes over the GPU memory's bandwidth, on the rank's shard).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import simpy
 
@@ -119,6 +131,25 @@ def _call_all(dones: list[Done]) -> Callable[[float], None]:
     return finish
 
 
+@dataclass(frozen=True)
+class Span:
+    """Where a sharded job's two collectives run, as shares of an all-reduce's traffic inside
+    a host and of its ring steps between hosts (``AllReduce.submit``): over the world, a
+    reduce-scatter and a gather take the same share of both; under HSDP (``hybrid``) the
+    gradients' reduce-scatter in the host is followed by a whole all-reduce of the shard between
+    hosts, and the gather stays inside the host."""
+
+    reduce: tuple[float, float]
+    gather_across: float
+
+    @classmethod
+    def of(cls, reduce_scatter: float, hybrid: bool) -> Span:
+        """``reduce_scatter``: the library's REDUCE_SCATTER_FRACTION."""
+        if hybrid:
+            return cls((reduce_scatter, 1.0), 0.0)
+        return cls((reduce_scatter, reduce_scatter), HALF)
+
+
 class DDPMember:
     """One worker's DDP reducer: a bucket's all-reduce starts once its gradients are ready."""
 
@@ -137,10 +168,16 @@ class Zero12Member:
     after the last, every key's new weights ready when the whole gather is done."""
 
     def __init__(
-        self, ar: AllReduce, worker: int, buckets: _Buckets, reduce_scatter: float = HALF
+        self,
+        ar: AllReduce,
+        worker: int,
+        buckets: _Buckets,
+        reduce_scatter: float = HALF,
+        hybrid: bool = False,
     ) -> None:
         self.ar, self.worker, self.b = ar, worker, buckets
         self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
+        self.span = Span.of(reduce_scatter, hybrid)
         self.reduced: dict[int, int] = {}
         self.dones: dict[int, list[Done]] = {}
 
@@ -156,8 +193,8 @@ class Zero12Member:
                 del self.reduced[iteration]
                 self._gather(iteration)
 
-        nbytes, fraction = self.b.bytes[b], self.reduce_scatter
-        self.ar.submit(("rs", iteration, b), iteration, b, nbytes, fraction, reduced)
+        nbytes, (fraction, across) = self.b.bytes[b], self.span.reduce
+        self.ar.submit(("rs", iteration, b), iteration, b, nbytes, fraction, reduced, across)
 
     def _gather(self, iteration: int) -> None:
         dones = self.dones.pop(iteration)
@@ -170,7 +207,8 @@ class Zero12Member:
 
         # Gathered in forward order: the bucket holding the first layers last reduced.
         for b in range(len(self.b.buckets) - 1, -1, -1):
-            self.ar.submit(("ag", iteration, b), iteration, b, self.b.bytes[b], HALF, gathered)
+            tag, nbytes, across = ("ag", iteration, b), self.b.bytes[b], self.span.gather_across
+            self.ar.submit(tag, iteration, b, nbytes, HALF, gathered, across)
 
 
 ROOT_UNIT = -1  # the tag of FSDP's root unit (root_layers)
@@ -206,9 +244,11 @@ class Zero3Member:
         bytes_per_element: int,
         prefetch: int,
         reduce_scatter: float = HALF,
+        hybrid: bool = False,
     ) -> None:
         self.env, self.ar, self.worker, self.prefetch = env, ar, worker, prefetch
         self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
+        self.span = Span.of(reduce_scatter, hybrid)
         layer_bytes = [
             float(sum(a.elements for a in layer.arrays) * bytes_per_element)
             for layer in model.layers
@@ -263,7 +303,10 @@ class Zero3Member:
         self.gathers[tag] = event
         self.issued.add(tag)
         nbytes, first = self.unit_bytes[unit], self.first_layer[unit]
-        self.ar.submit(("ag3", *tag), iteration, first, nbytes, HALF, lambda _w: event.succeed())
+        across = self.span.gather_across
+        self.ar.submit(
+            ("ag3", *tag), iteration, first, nbytes, HALF, lambda _w: event.succeed(), across
+        )
 
     def communicate(self, iteration: int, key: int, done: Done) -> None:
         """The last micro-batch's gradient of ``key``: its unit's reduce-scatter, once the
@@ -284,9 +327,9 @@ class Zero3Member:
         dones.append(done if done is not None else _ignore)
         if len(dones) == self.keys_in[unit]:
             finish = _call_all(self.grads.pop((iteration, micro, unit)))
-            tag, fraction = ("rs3", iteration, micro, unit), self.reduce_scatter
+            tag, (fraction, across) = ("rs3", iteration, micro, unit), self.span.reduce
             nbytes, first = self.unit_bytes[unit], self.first_layer[unit]
-            self.ar.submit(tag, iteration, first, nbytes, fraction, finish)
+            self.ar.submit(tag, iteration, first, nbytes, fraction, finish, across)
 
 
 def _ignore(_waited_s: float) -> None:
@@ -308,9 +351,11 @@ def members(
     zero_bucket_mb: float,
     prefetch: int,
     library: str = "nccl",
+    hybrid: bool = False,
 ) -> list[DDPMember | Zero12Member | Zero3Member]:
     """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc), its
-    reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them."""
+    reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them;
+    ``hybrid``: zero sharded inside each host (HSDP)."""
     rs = REDUCE_SCATTER_FRACTION[library]
     if mode == "ddp":
         groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
@@ -318,5 +363,10 @@ def members(
     if zero_stage in (1, 2):
         cap = zero_bucket_mb * 1e6
         groups = reverse_buckets(key_bytes, cap, cap)
-        return [Zero12Member(ar, w, _Buckets(groups, key_bytes), rs) for w in range(workers)]
-    return [Zero3Member(env, ar, w, model, bytes_per_element, prefetch, rs) for w in range(workers)]
+        return [
+            Zero12Member(ar, w, _Buckets(groups, key_bytes), rs, hybrid) for w in range(workers)
+        ]
+    return [
+        Zero3Member(env, ar, w, model, bytes_per_element, prefetch, rs, hybrid)
+        for w in range(workers)
+    ]

@@ -110,8 +110,12 @@ class Worker:
         next_batch: Callable[[], simpy.Event] | None = None,
         micro_batches: int = 1,
         sharded: ShardedParameters | None = None,
+        step_s: float = 0.0,
     ) -> None:
         self.env = env
+        # The optimizer step each rank runs once every gradient is reduced, before the next
+        # forward (DDP, ZeRO: simscale.model.optimizer_step); 0: none on the worker.
+        self.step_s = step_s
         # Gradient accumulation: the micro-batches before the last run forward and backward
         # between the gated forward and the last backward, which communicates. Without
         # sharded parameters they do not communicate (DDP's no_sync); with them each runs its
@@ -159,6 +163,8 @@ class Worker:
                     yield from self._backward(it, micro, factor, tally)
                     yield from self._forward(it, micro + 1, factor, tally)
             yield from self._backward(it, self.micro_batches - 1, factor, tally)
+            if self.step_s > 0:
+                yield from self._step(it, factor, tally)
             self.stats.compute_s.append(tally.compute_s)
             self.stats.blocked_s.append(tally.blocked_s)
             self.stats.waited_for_others_s.append(tally.others_s)
@@ -219,6 +225,24 @@ class Worker:
             elif keys and self.sharded is not None:
                 for key in keys:
                     self.sharded.accumulate(it, micro, key)
+
+    def _step(self, it: int, factor: float, tally: _Tally) -> simpy.events.ProcessGenerator:
+        """Wait for every layer's reduced gradients, then run the optimizer step."""
+        track = f"worker{self.rank}"
+        t0 = self.env.now
+        for gate in self.gates:
+            if gate.event is not None and not gate.event.triggered:
+                t1 = self.env.now
+                yield gate.event
+                tally.others_s += min(self.env.now - t1, gate.waited_for_others_s)
+        tally.blocked_s += self.env.now - t0
+        if self.spans is not None and self.env.now > t0:
+            self.spans.append(Span(track, "wait gradients", t0, self.env.now, it))
+        dt = self.step_s * factor
+        if self.spans is not None:
+            self.spans.append(Span(track, "optimizer step", self.env.now, self.env.now + dt, it))
+        yield self.env.timeout(dt)
+        tally.compute_s += dt
 
     def _gathered(
         self, it: int, micro: int, layer: int, backward: bool

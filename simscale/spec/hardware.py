@@ -31,6 +31,10 @@ class GPUSpec:
     peak_tf32_tflops: float = 0.0
     peak_bf16_tflops: float = 0.0
     peak_fp8_tflops: float = 0.0
+    # The device memory's peak bandwidth (HBM, GDDR), GB/s, from the same data sheet: what a
+    # memory-bound kernel such as the optimizer step streams at (simscale.model.optimizer_step).
+    # 0: not stated (a CPU core's share of DRAM), the step then costs nothing.
+    memory_gbytes_per_s: float = 0.0
 
     def peak_flops(self, precision: str) -> float:
         """Peak FLOP/s at ``precision``; ``supports`` says whether the GPU has it at all."""
@@ -66,21 +70,37 @@ GPUS: dict[str, GPUSpec] = {
             PCIE3_X16_GBYTES,
             PCIE3_X16_GBYTES,
             12,
-            "NVIDIA Tesla K80 data sheet (per GK210 die, boost)",
+            "NVIDIA Tesla K80 data sheet (per GK210 die, boost); 480 GB/s GDDR5 per board",
+            memory_gbytes_per_s=240.0,
         ),
-        # Tesla P100 SXM2: 10.6 FP32 / 21.2 FP16 TFLOPS; NVLink 1.0 160 GB/s (NVIDIA P100 data
-        # sheet).
+        # Tesla P100 SXM2: 10.6 FP32 / 21.2 FP16 TFLOPS; NVLink 1.0 160 GB/s; 732 GB/s HBM2
+        # (NVIDIA P100 data sheet).
         GPUSpec(
-            "P100", 10.6, 21.2, PCIE3_X16_GBYTES, 160.0, 16, "NVIDIA Tesla P100 SXM2 data sheet"
+            "P100",
+            10.6,
+            21.2,
+            PCIE3_X16_GBYTES,
+            160.0,
+            16,
+            "NVIDIA Tesla P100 SXM2 data sheet",
+            memory_gbytes_per_s=732.0,
         ),
-        # Tesla V100 SXM2: 15.7 FP32, 125 tensor-core FP16 TFLOPS; NVLink 2.0 300 GB/s
-        # (NVIDIA V100 data sheet). p3 instances use the SXM2 part.
+        # Tesla V100 SXM2: 15.7 FP32, 125 tensor-core FP16 TFLOPS; NVLink 2.0 300 GB/s; 900
+        # GB/s HBM2 (NVIDIA V100 data sheet). p3 instances use the SXM2 part.
         GPUSpec(
-            "V100", 15.7, 125.0, PCIE3_X16_GBYTES, 300.0, 16, "NVIDIA Tesla V100 SXM2 data sheet"
+            "V100",
+            15.7,
+            125.0,
+            PCIE3_X16_GBYTES,
+            300.0,
+            16,
+            "NVIDIA Tesla V100 SXM2 data sheet",
+            memory_gbytes_per_s=900.0,
         ),
         # A100 SXM4: 19.5 FP32, 156 TF32, 312 dense FP16 and BF16 tensor TFLOPS (the sheet's
         # 312 / 624 are with sparsity); no FP8; NVLink 3 600 GB/s; PCIe 4.0 (NVIDIA A100 data
-        # sheet). 40 GB (p4d.24xlarge) and 80 GB (p4de, DGX A100 640 GB) parts.
+        # sheet). 40 GB (p4d.24xlarge) and 80 GB (p4de, DGX A100 640 GB) parts: 1,555 and 2,039
+        # GB/s of HBM2 / HBM2e (the same sheet).
         GPUSpec(
             "A100",
             19.5,
@@ -91,6 +111,7 @@ GPUS: dict[str, GPUSpec] = {
             "NVIDIA A100 SXM4 40GB data sheet",
             peak_tf32_tflops=156.0,
             peak_bf16_tflops=312.0,
+            memory_gbytes_per_s=1555.0,
         ),
         GPUSpec(
             "A100-80GB",
@@ -102,10 +123,11 @@ GPUS: dict[str, GPUSpec] = {
             "NVIDIA A100 SXM4 80GB data sheet",
             peak_tf32_tflops=156.0,
             peak_bf16_tflops=312.0,
+            memory_gbytes_per_s=2039.0,
         ),
         # H100 SXM5: 67 FP32, 494.7 TF32, 989.4 FP16 and BF16, 1,978.9 FP8 dense tensor TFLOPS
         # (the sheet's 989 / 1,979 / 3,958 "with sparsity" halved); NVLink 4 900 GB/s; PCIe 5.0;
-        # 80 GB HBM3 (NVIDIA H100 data sheet).
+        # 80 GB HBM3 at 3.35 TB/s (NVIDIA H100 data sheet).
         GPUSpec(
             "H100",
             67.0,
@@ -117,6 +139,7 @@ GPUS: dict[str, GPUSpec] = {
             peak_tf32_tflops=494.7,
             peak_bf16_tflops=989.4,
             peak_fp8_tflops=1978.9,
+            memory_gbytes_per_s=3350.0,
         ),
         # H100 SXM with 96 GB HBM2e (2.4 TB/s) at a 500 W power limit, Meta's Grand Teton hosts
         # (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"). Its
@@ -135,6 +158,7 @@ GPUS: dict[str, GPUSpec] = {
             peak_tf32_tflops=494.7,
             peak_bf16_tflops=989.4,
             peak_fp8_tflops=1978.9,
+            memory_gbytes_per_s=2400.0,
         ),
         # A CPU worker thread for realrun's CPU world. One AVX2 core: 2 FMA units x 8 FP32
         # lanes x 2 FLOPs x ~2.5 GHz = 80 GFLOP/s peak; what PyTorch achieves on it is the

@@ -395,6 +395,12 @@ class ZeroConfig:
     bucket_mb: float = field(default=1000.0, metadata=above(0.0, MAX_MB, "MB"))
     # Stage 3: units gathered ahead of the one computing (FSDP's forward/backward prefetch).
     prefetch: int = field(default=1, metadata=count_in(0, 64, "units"))
+    # The GPUs a shard is spread over: "world" (every rank, ZeRO and FSDP's FULL_SHARD /
+    # SHARD_GRAD_OP) or "host" (HSDP: FSDP's HYBRID_SHARD at stage 3, _HYBRID_SHARD_ZERO2 at 2,
+    # the idea of DeepSpeed's MiCS: shard inside each host, replicate across hosts; gradients
+    # reduce-scattered in the host and their shard all-reduced between hosts, parameters
+    # gathered inside the host only).
+    shard_group: Literal["world", "host"] = "world"
 
 
 @dataclass(frozen=True)
@@ -527,6 +533,8 @@ class Scenario:
                 "that read their weights after it)",
             )
         self._validate_model_and_precision()
+        if kv.zero.shard_group == "host":
+            self._validate_host_shards()
         if kv.mode in ("ddp", "zero"):
             self._validate_memory()
         if kv.mode not in DIST_MODES:
@@ -592,6 +600,24 @@ class Scenario:
                     + "".join(f", {p}" for p in have),
                 )
 
+    def _validate_host_shards(self) -> None:
+        """HSDP shards inside each host: only under zero, and every host must hold as many GPUs
+        (its replicas all-reduce shard by shard between hosts)."""
+        kv = self.kvstore
+        if kv.mode != "zero":
+            raise ConfigError(
+                "kvstore.zero.shard_group",
+                f"got 'host' with kvstore.mode {kv.mode!r}, expected kvstore.mode zero "
+                "(HSDP shards a zero job inside each host)",
+            )
+        gpus = sorted({g.resolved()[0] for g in self.cluster.hosts})
+        if len(gpus) > 1:
+            raise ConfigError(
+                "kvstore.zero.shard_group",
+                f"got 'host' with hosts of {', '.join(map(str, gpus))} GPUs, expected hosts "
+                "that all hold as many GPUs (each host is one shard group) or shard_group world",
+            )
+
     def _validate_memory(self) -> None:
         """Refuse a sharded or DDP job whose rank does not fit its GPU (simscale.zoo.memory)."""
         for i, g in enumerate(self.cluster.hosts):
@@ -614,7 +640,7 @@ class Scenario:
             precision=t.precision,
             optimizer=t.optimizer.type,
             batch_per_gpu=t.batch_per_gpu,
-            ranks=self.num_gpus,
+            ranks=self.shard_ranks,
             mode=kv.mode,
             stage=kv.zero.stage,
             prefetch=kv.zero.prefetch,
@@ -657,6 +683,14 @@ class Scenario:
     @property
     def num_gpus(self) -> int:
         return sum(g.resolved()[0] * g.count for g in self.cluster.hosts)
+
+    @property
+    def shard_ranks(self) -> int:
+        """The GPUs a ZeRO/FSDP shard is spread over: every GPU, or one host's under HSDP
+        (``kvstore.zero.shard_group`` host)."""
+        if self.kvstore.zero.shard_group == "host":
+            return self.cluster.hosts[0].resolved()[0]
+        return self.num_gpus
 
     @property
     def global_batch(self) -> int:

@@ -198,3 +198,13 @@ def test_the_ssh_launcher_starts_the_coordinator_and_the_ranks(tmp_path):
         assert len(record.iterations) == 2 * 3
         pids = [int(n["pid"]) for n in record.environment["nodes"]]
         assert len(pids) == 2 and not any(alive(pid) for pid in pids)
+
+
+def test_hsdp_is_refused_before_anything_starts(capsys):
+    """realrun's FSDP shards over every rank; a scenario asking for HSDP gets one line."""
+    tiny = str(ROOT / "scenarios" / "emulated" / "gpt2-tiny-ddp.yaml")
+    hsdp = ["--set", "kvstore.mode=zero", "--set", "kvstore.zero.shard_group=host"]
+    assert realrun_main(["run", tiny, *hsdp]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("realrun: kvstore.zero.shard_group is 'host', but realrun's FSDP")
+    assert err.count("\n") == 1

@@ -145,3 +145,41 @@ def test_a_flat_ring_over_four_gpus_pays_nccls_latency_per_hop_inside_a_host() -
     end = CYCLE_S + TENSOR_S + 6 * N / 4 / B + HOP_S + FIXED_S + 4 * NVLINK_STEP_S
     assert end == pytest.approx(6753.6e-6, rel=1e-12)
     assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
+
+
+def _submitted(gpus: int, fraction: float, across: float) -> float:
+    """When one 1 MB collective (``fraction`` inside a host, ``across`` of the ring between
+    hosts, ``AllReduce.submit``) ends, both workers ready at 0."""
+    env, ar = ring([N], gpus=gpus, algorithm="hierarchical")
+    ends: list[float] = []
+    for _ in range(2):
+        ar.submit("c", 0, 0, N, fraction, lambda _w: ends.append(env.now), across)
+    env.run(until=1.0)
+    assert len(ends) == 2
+    return ends[0]
+
+
+def test_an_hsdp_gather_stays_inside_the_host_and_pays_nvlink_hops_only() -> None:
+    """HSDP's all-gather of 1 MB over a host of 4 GPUs: (g-1)/g x 1 MB at 10 GB/s = 75 us and
+    g-1 = 3 ring hops at NCCL's 3.4 us; no network hop at all: 5000 + 20 + 75 + 10.2 us."""
+    end = CYCLE_S + TENSOR_S + 3 / 4 * N / PEER_Bps + 3 * NVLINK_STEP_S
+    assert end == pytest.approx(5105.2e-6, rel=1e-12)
+    assert _submitted(4, 0.5, 0.0) == pytest.approx(end, rel=1e-9)
+
+
+def test_an_hsdp_reduction_scatters_in_the_host_and_all_reduces_the_shard_between_hosts() -> None:
+    """HSDP's gradient collective over 4 GPUs per host: the reduce-scatter inside the host (75
+    us), then each GPU's 1/4 shard all-reduced between the two hosts, four rings whose sends
+    leave the host together: 2(W-1)/W x 1 MB = 1 MB each way (1000 + 100 us) and the fixed part
+    (120 us), as a whole all-reduce between hosts costs: 5000 + 20 + 75 + 1220 us."""
+    end = CYCLE_S + TENSOR_S + 3 / 4 * N / PEER_Bps + N / B + HOP_S + FIXED_S
+    assert end == pytest.approx(6315e-6, rel=1e-12)
+    assert _submitted(4, 0.5, 1.0) == pytest.approx(end, rel=1e-9)
+
+
+def test_a_reduce_scatter_over_the_world_takes_half_the_ring_between_hosts() -> None:
+    """FSDP's reduce-scatter over both hosts (``across`` left to ``fraction``): half the
+    host's time (75 us) and one of the ring's two steps, 0.5 MB each way (500 + 100 us); a
+    single step has no further hop to wait for (``_ring``'s fixed part)."""
+    end = CYCLE_S + TENSOR_S + 3 / 4 * N / PEER_Bps + N / 2 / B + HOP_S
+    assert _submitted(4, 0.5, 0.5) == pytest.approx(end, rel=1e-9)

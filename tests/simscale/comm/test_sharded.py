@@ -139,3 +139,60 @@ def test_stage_3_gathers_and_reduce_scatters_every_micro_batch(micro_batches: in
     )
     ddp = ["kvstore.mode=ddp"]
     assert _sent_per_rank_per_step(2, "cpu", ddp + accumulate) == pytest.approx(2.0)
+
+
+def _arrays_job(hosts: int, stage: int, shard_group: str, mode: str = "zero") -> dict:
+    """Communication only (module doc) on ``hosts`` hosts of 4 H100 over 8 Gbit/s NICs."""
+    return {
+        "cluster": {"hosts": [{"count": hosts, "gpus_per_host": 4, "gpu": "H100", "nic_gbps": 8}]},
+        "model": {"arrays": [{"name": f"w{i}", "elements": 25_000_000} for i in range(8)]},
+        "training": {"batch_per_gpu": 1, "precision": "bf16"},
+        "kvstore": {"mode": mode, "zero": {"stage": stage, "shard_group": shard_group}},
+        "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+    }
+
+
+def _nic_share_per_step(job: dict) -> tuple[float, float]:
+    """Host 0's NIC bytes per step, as a multiple of (W-1)/W of the gradients' 400 MB, and
+    the iteration's seconds."""
+    s = scenario_from_dict(job)
+    sim = Simulation(s, path="exact")
+    result = sim.run()
+    hosts = s.num_worker_hosts
+    sent = next(st.bytes_carried for st in sim.net.link_stats() if st.name == "host0.egress")
+    share = sent / result.iterations_measured / ((hosts - 1) / hosts * 400e6)
+    return share, result.iteration_time_s
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_hsdp_sends_through_each_nic_what_ddp_sends(hosts: int, stage: int) -> None:
+    """HSDP's gathers stay inside the host and its gradients' shards are all-reduced between
+    hosts: 2(W-1)/W of the bytes leave each host per step, at stage 3 as at stage 2 (DDP's
+    all-reduce), where FSDP's FULL_SHARD over the world sends 3(W-1)/W (two gathers and a
+    reduce-scatter, each (W-1)/W between hosts)."""
+    hsdp, _ = _nic_share_per_step(_arrays_job(hosts, stage, "host"))
+    assert hsdp == pytest.approx(2.0)
+    world, _ = _nic_share_per_step(_arrays_job(hosts, stage, "world"))
+    assert world == pytest.approx(3.0 if stage == 3 else 2.0)
+
+
+def test_hsdp_stage_3_takes_ddp_time_plus_its_gathers_over_nvlink() -> None:
+    """With nothing but communication, HSDP at stage 3 lasts as long as DDP's all-reduce (400
+    MB through a 1 GB/s NIC at 97%: 0.41 s) plus two gathers and the reduce-scatter inside the
+    host, 3 x (g-1)/g x 400 MB at H100's NVLink rate (a few ms); FULL_SHARD over the world
+    lasts 1.5 times as long."""
+    ddp = _comm_only("ddp")
+    _, hsdp = _nic_share_per_step(_arrays_job(2, 3, "host"))
+    _, world = _nic_share_per_step(_arrays_job(2, 3, "world"))
+    assert ddp == pytest.approx(0.4 / 0.97, rel=0.05)
+    assert hsdp == pytest.approx(ddp, rel=0.02)
+    assert hsdp > ddp
+    assert world == pytest.approx(1.5 * hsdp, rel=0.05)
+
+
+def test_hsdp_on_one_host_never_touches_the_network() -> None:
+    s = scenario_from_dict(_arrays_job(1, 3, "host"))
+    sim = Simulation(s, path="exact")
+    sim.run()
+    assert all(st.bytes_carried == 0 for st in sim.net.link_stats())

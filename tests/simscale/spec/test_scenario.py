@@ -279,3 +279,34 @@ def test_zero_servers_is_accepted_for_the_modes_without_servers() -> None:
         ConfigError, match=r"kvstore\.servers: got 0 with kvstore\.mode 'dist_sync'"
     ):
         load_scenario(ROOT / "scenarios" / "64gpu.yaml", ["kvstore.servers=0"])
+
+
+def _hsdp(**zero: object) -> dict:
+    data = _transformer(optimizer={"type": "adam"}, batch_per_gpu=1)
+    data["kvstore"] = {"mode": "zero", "zero": {"stage": 3, "shard_group": "host", **zero}}
+    return data
+
+
+def test_hsdp_shards_over_one_hosts_gpus_not_the_world() -> None:
+    """GPT-2 XL, Adam in bf16 (12 bytes of state per parameter) on 2 hosts of 8 A100: HSDP's
+    shard is 1/8 of the state where FULL_SHARD over the world keeps 1/16."""
+    hsdp = scenario_from_dict(_hsdp())
+    world = scenario_from_dict(_hsdp(shard_group="world"))
+    assert (hsdp.shard_ranks, world.shard_ranks) == (8, 16)
+    params = hsdp.model_spec().params
+    assert hsdp.memory_use().optimizer_state == pytest.approx(12 * params / 8)
+    assert world.memory_use().optimizer_state == pytest.approx(12 * params / 16)
+
+
+def test_hsdp_is_a_zero_option_on_hosts_of_equal_gpus() -> None:
+    with pytest.raises(ConfigError, match=r"kvstore\.zero\.shard_group: got 'rack'.*'host'"):
+        scenario_from_dict(_hsdp(shard_group="rack"))
+    ddp = _hsdp()
+    ddp["kvstore"]["mode"] = "ddp"
+    with pytest.raises(ConfigError, match=r"shard_group: got 'host' with kvstore\.mode 'ddp'"):
+        scenario_from_dict(ddp)
+    uneven = _hsdp()
+    uneven["cluster"]["hosts"].append({"count": 1, "instance": "p4d.24xlarge", "gpus_per_host": 4})
+    with pytest.raises(ConfigError, match=r"got 'host' with hosts of 4, 8 GPUs") as e:
+        scenario_from_dict(uneven)
+    assert "\n" not in str(e.value)
