@@ -20,7 +20,7 @@ from simscale.whatif.uncertainty import (
     parameter_space,
     unidentified_parameters,
 )
-from tests.support.costly import skipped_points
+from tests.support.costly import interval_too_costly
 
 # Network-bound on purpose (1 Gbit/s NICs, one server): bandwidth and per-message costs matter.
 NET = scenario_from_dict(
@@ -217,15 +217,14 @@ def _published_sources() -> list[str]:
 def test_every_published_points_scenario_gets_an_interval(source: str) -> None:
     """The scenario of every published point (those validate simulates) gets a finite 90%
     interval under the profile predict would use, with what the source leaves unstated
-    sampled from its instance preset's ranges (the costliest three with
+    sampled from its instance preset's ranges (the costliest parameter-server points with
     SIMSCALE_TEST_COSTLY=1: tests/support/costly.py)."""
     from calibration.published import PUBLISHED_DIR, load_published
     from calibration.published_fit import too_costly_to_judge
 
     points = load_published([PUBLISHED_DIR / f"{source}.yaml"])
-    skip = skipped_points()
     for p in points:
-        if too_costly_to_judge(p) or f"{p.source}/{p.name}" in skip:
+        if too_costly_to_judge(p) or interval_too_costly(p):
             continue
         iv = interval(p.scenario, level=0.9, draws=2, repeats=1, executor="serial")
         assert 0 < iv.low <= iv.high < math.inf, p.name
