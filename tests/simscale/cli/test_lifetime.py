@@ -166,7 +166,9 @@ def test_a_killed_launchers_nodes_end_within_seconds_without_a_traceback(tmp_pat
             proc.kill()
         proc.stderr.close()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
-    assert "is gone; exiting" in err
+    # The nodes' own "parent ... is gone; exiting" cannot reach this pipe: their stderr is a pipe
+    # the launcher's relay reads (realrun/launching/output_log.py), and it died with the launcher.
+    assert "worker-iterations" in err  # what the launcher printed before it was killed
     print(f"nodes ended {took:.2f} s after the launcher was killed (poll {PARENT_POLL_S} s)")
 
 
