@@ -8,6 +8,12 @@ hierarchical variant (HOROVOD_HIERARCHICAL_ALLREDUCE) reduce-scatters inside a h
 runs the ring between hosts, and all-gathers inside the host again. Horovod runs that middle
 step as one MPI_Allreduce per local rank, in host memory (the simulator's caller gives it their
 connections; the copies to and from host memory are not modelled).
+
+Horovod without HOROVOD_GPU_ALLREDUCE (``reduce_in: host``) sums in host memory instead: each
+fused buffer is copied GPU->host over PCIe, reduced by Open MPI's ring over every GPU's rank
+(ompi_coll_base_allreduce_intra_ring: a rank sums each received chunk on its CPU before passing
+it on, so the sums add to the ring's time), and copied back. Ranks are placed host by host, so
+one of a host's ranks talks to the next host, over one TCP connection (btl_tcp_links 1).
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ class AllReduce:
         intra_step_s: float = NVLINK_STEP_S,
         ring_size: int | None = None,
         successor: int | None = None,
+        host_copy_Bps: float = 0.0,
+        host_reduce_Bps: float = 0.0,
     ) -> None:
         self.env = env
         self.net = net
@@ -117,6 +125,9 @@ class AllReduce:
         # Each host's transport at that ceiling, one collective after another (all hosts alike).
         self.transport = SerialQueue(env, "ring.transport")
         self.tensor_overhead_s = tensor_overhead_s
+        # reduce_in "host": each GPU's PCIe rate to host memory and one rank's CPU sum rate
+        # (0, 0: the sums happen on the GPUs).
+        self.host_copy_Bps, self.host_reduce_Bps = host_copy_Bps, host_reduce_Bps
         self.pending: dict[tuple[int, int], _Ready] = {}
         self.queue: list[_Ready] = []
         self.wakeup: simpy.Event = env.event()
@@ -147,6 +158,7 @@ class AllReduce:
         # NCCL's flat ring is its transport between hosts; inside a host its NVLink hops are
         # the hierarchical data path's (the bytes through each NIC are the same to 1/N).
         torch = scenario.kvstore.mode in ("ddp", "zero")
+        host = ar.reduce_in == "host" and not torch
         gbps, why = ring_host_cap(scenario, costs, first.gpus, flat=True if torch else None)
         ends = layout.worker_hosts[0], layout.worker_hosts[-1] if successor is None else successor
         hop_s = topology.path_latency_s(*ends) * costs.latency_factor
@@ -172,6 +184,8 @@ class AllReduce:
             intra_step_s=intra_host_step_s(gpu),
             ring_size=ring_size,
             successor=successor,
+            host_copy_Bps=gpu.host_link_gbytes_per_s * 1e9 if host else 0.0,
+            host_reduce_Bps=costs.host_reduce_gbytes_per_s * 1e9 if host else 0.0,
         )
 
     def member(self, worker: int) -> Communicator:
@@ -263,6 +277,9 @@ class AllReduce:
         what the host's reduce-scatter left (the same bytes through the NIC as an all-reduce)."""
         w, g = self.ring_size, self.gpus
         across = fraction if across is None else across
+        if self.host_copy_Bps > 0:
+            yield from self._host_allreduce(nbytes)
+            return
         if across == 0:
             if g > 1:
                 hops = round(2 * (g - 1) * fraction)
@@ -286,6 +303,24 @@ class AllReduce:
                 steps=2 * (n - 1),
                 network_steps=2 * (w - 1),
             )
+
+    def _host_allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
+        """MPI_Allreduce of ``nbytes`` in host memory (module doc): the copy to the host, the
+        ring over all n ranks (2(n-1) steps of nbytes/n, 2(w-1) of them between hosts), the
+        CPU's sums of the n-1 chunks each rank receives in the reduce-scatter half, and the copy
+        back to the GPU."""
+        copy_s = nbytes / self.host_copy_Bps
+        yield self.env.timeout(copy_s)
+        n = self.ring_size * self.gpus
+        if n > 1:
+            chunk = nbytes / n
+            network_steps = 2 * (self.ring_size - 1)
+            yield from self._ring(
+                self.ring_size, chunk, 0.0, steps=2 * (n - 1), network_steps=network_steps
+            )
+            if self.host_reduce_Bps > 0:
+                yield self.env.timeout((n - 1) * chunk / self.host_reduce_Bps)
+        yield self.env.timeout(copy_s)
 
     def _ring(
         self,
@@ -365,9 +400,16 @@ def ring_host_cap(
     ``costs.socket_host_gbps``; over efa, NCCL's ring reaches ``costs.efa_ring_share`` of
     the slowest NIC; over rdma (InfiniBand, RoCE) nothing but the NIC. Horovod's
     hierarchical variant crosses hosts with MPI, which NCCL's figures do not describe: only
-    its connections' ceiling. ``flat`` True: NCCL's ring whatever the algorithm (DDP, ZeRO)."""
+    its connections' ceiling; with ``reduce_in: host``, MPI's one connection to the next host.
+    ``flat`` True: NCCL's ring whatever the algorithm (DDP, ZeRO)."""
     hosts = scenario.cluster.hosts
     transports = {g.resolved_transport() for g in hosts}
+    if scenario.kvstore.allreduce.reduce_in == "host" and flat is not True:
+        # MPI in host memory: one rank of each host sends to the next host, over one
+        # connection (Open MPI's btl_tcp_links default); over rdma or efa, the NIC only.
+        if "tcp" in transports and costs.connection_gbps > 0:
+            return costs.connection_gbps, "1 MPI TCP connection"
+        return 0.0, ""
     if flat is None:
         flat = scenario.kvstore.allreduce.algorithm == "ring"
     if "tcp" in transports:

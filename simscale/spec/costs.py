@@ -48,6 +48,16 @@ MAX_US = 1e6
 MAX_NS_PER_BYTE = 1e3
 
 
+# One core summing two float32 arrays far larger than its caches into one of them (a = a + b,
+# what Open MPI's MPI_SUM loop does per received chunk), GB/s of the summed buffer:
+# benchmarks/bench_host_reduce.py (numpy.add in place, 64 MB, median of 7) on this project's
+# shared 2-core machine, 2026-11-28: 5.4 at load 4.0 and 3.4 at load 6.9 (wall clock), 8.1 by
+# CPU time. The wall figure of the lighter load is kept: a training host's MPI rank has its
+# core. A memory-bound loop moving 3 bytes per byte summed, the same order as STREAM's
+# single-thread Add on server CPUs (several GB/s per core).
+HOST_REDUCE_GBYTES_PER_S = 5.4
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Software and hardware efficiencies the scenario does not state. Units in every name."""
@@ -128,6 +138,13 @@ class CostModel:
     # Share of an Elastic Fabric Adapter's line rate NCCL's ring reaches through AWS's libfabric
     # plugin (transport "efa"; 1: all of it). EFA_RING_SHARE below. simscale.comm.allreduce.
     efa_ring_share: float = field(default=1.0, metadata=between(0.01, 1.0))
+    # One MPI rank's CPU summing a received chunk into its own in host memory, GB/s of the
+    # buffer (kvstore.allreduce.reduce_in "host": Open MPI's ring reduces each chunk with one
+    # thread before passing it on; 0: no cost). Only scenarios that ask for host sums pay it,
+    # so it starts at its measured figure everywhere (HOST_REDUCE_GBYTES_PER_S above).
+    host_reduce_gbytes_per_s: float = field(
+        default=HOST_REDUCE_GBYTES_PER_S, metadata=between(0.0, 100_000.0, "GB/s")
+    )
 
     def validate(self) -> None:
         for key, value in self.compute_efficiency.items():
@@ -212,6 +229,8 @@ EFA_RING_SHARE = (0.60, 0.50, 0.60, 31.77 / 50, 29.61 / 50)
 #     with NCCL's many sockets.
 #   efa_ring_share 0.60: the median of EFA_RING_SHARE (p3dn and p4d nccl-tests); not fitted: no
 #     published training point ran over EFA.
+#   host_reduce_gbytes_per_s: HOST_REDUCE_GBYTES_PER_S; not fitted: only Horovod's README
+#     rows ran MPI in host memory, so a fit could learn it only from the campaign it judges.
 REAL_HARDWARE_COSTS: dict[str, float] = {
     "winograd_3x3_speedup": 2.25,
     "connection_gbps": 50.0 / 3.0,
@@ -223,6 +242,7 @@ REAL_HARDWARE_COSTS: dict[str, float] = {
     "grpc_ns_per_byte": 1e3 / statistics.median(GRPC_STREAM_MB_PER_S),
     "socket_host_gbps": statistics.median(NCCL_SOCKET_HOST_GBPS),
     "efa_ring_share": statistics.median(EFA_RING_SHARE),
+    "host_reduce_gbytes_per_s": HOST_REDUCE_GBYTES_PER_S,
 }
 
 

@@ -370,6 +370,11 @@ class AllreduceConfig:
     # 16 on the AWS presets (ENA NIC, NCCL 2.4.8 and later), else 1. tcp hosts only.
     # The flat ring's only: hierarchical crosses hosts with MPI, a connection per local rank.
     sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
+    # Where the sums happen: "gpu" (NCCL, Horovod's HOROVOD_GPU_ALLREDUCE=NCCL) or "host":
+    # Horovod without it, whose MPI_Allreduce runs in host memory (each fused buffer copied
+    # GPU->host over PCIe, reduced by MPI's flat ring over every GPU's rank with the CPU
+    # summing, copied back; simscale.comm.allreduce, costs.host_reduce_gbytes_per_s).
+    reduce_in: Literal["gpu", "host"] = "gpu"
 
 
 @dataclass(frozen=True)

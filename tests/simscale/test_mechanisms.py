@@ -793,3 +793,25 @@ def test_mixed_precision_computes_at_the_fp16_rate() -> None:
     assert iteration_s("fp32") == pytest.approx(
         3e9 / (GPUS["V100"].peak_flops("fp32") * 0.5), rel=1e-3
     )
+
+
+def test_horovod_without_gpu_allreduce_sums_in_host_memory() -> None:
+    """reduce_in host: the 1e8-byte buffer goes to host memory over the V100's PCIe 3 x16
+    (1e8 / 15.75e9 = 6.349 ms), MPI's ring of the 2 ranks sends 1e8 bytes per host over one
+    10 Gbit/s connection (80 ms), each rank sums the one chunk it receives (5e7 bytes at
+    5 GB/s: 10 ms), and the result goes back over PCIe (6.349 ms): 102.698 ms. Over RDMA the
+    NIC (100 Gbit/s: 8 ms) replaces the connection: 30.698 ms."""
+    data = _ring_scenario([{"name": "w", "elements": 25_000_000}])
+    data["kvstore"]["allreduce"]["reduce_in"] = "host"
+    costs = CostModel(
+        bandwidth_factor=1.0,
+        message_overhead_us=0.0,
+        connection_gbps=10.0,
+        host_reduce_gbytes_per_s=5.0,
+    )
+    copies_s = 2 * 1e8 / 15.75e9
+    it = simulate(scenario_from_dict(data), costs).iteration_time_s
+    assert it == pytest.approx(0.080 + 0.010 + copies_s, rel=1e-6)
+    data["cluster"]["hosts"][0]["transport"] = "rdma"
+    it = simulate(scenario_from_dict(data), costs).iteration_time_s
+    assert it == pytest.approx(0.008 + 0.010 + copies_s, rel=1e-6)

@@ -183,3 +183,19 @@ def test_a_reduce_scatter_over_the_world_takes_half_the_ring_between_hosts() -> 
     single step has no further hop to wait for (``_ring``'s fixed part)."""
     end = CYCLE_S + TENSOR_S + 3 / 4 * N / PEER_Bps + N / 2 / B + HOP_S
     assert _submitted(4, 0.5, 0.5) == pytest.approx(end, rel=1e-9)
+
+
+def test_host_memory_allreduce_copies_rings_over_every_gpu_and_sums_on_the_cpu() -> None:
+    """reduce_in host, two GPUs per host: 1 MB copied to the host at 2 GB/s (500 us); MPI's ring
+    over the 4 ranks, 6 steps of 250 kB, 2 of them between hosts: each host sends 1.5 MB (1500
+    + 100 us) and pays 120 us plus 4 hops inside a host at 3.4 us; each rank sums 3 chunks of
+    250 kB at 1 GB/s (750 us); 500 us back to the GPU: 5000 + 20 + 500 + 1733.6 + 750 + 500."""
+    env, ar = ring([N], gpus=2, host_copy_Bps=2e9, host_reduce_Bps=1e9)
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    ready(env, ar, 1, 0, 0.0, done)
+    env.run(until=1.0)
+    ring_s = 6 * N / 4 / B + HOP_S + FIXED_S + 4 * NVLINK_STEP_S
+    end = CYCLE_S + TENSOR_S + N / 2e9 + ring_s + 3 * (N / 4) / 1e9 + N / 2e9
+    assert end == pytest.approx(8503.6e-6, rel=1e-12)
+    assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
