@@ -4,6 +4,7 @@ fit's covariance when the profile has one, and say in words what they cover."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -218,7 +219,9 @@ def test_every_published_points_scenario_gets_an_interval(source: str) -> None:
     """The scenario of every published point (those validate simulates) gets a finite 90%
     interval under the profile predict would use, with what the source leaves unstated
     sampled from its instance preset's ranges (the costliest parameter-server points with
-    SIMSCALE_TEST_COSTLY=1: tests/support/costly.py)."""
+    SIMSCALE_TEST_COSTLY=1: tests/support/costly.py). Three iterations per simulation: the
+    check is that every point gets a finite interval, not its value (the golden test and
+    validate hold those)."""
     from calibration.published import PUBLISHED_DIR, load_published
     from calibration.published_fit import too_costly_to_judge
 
@@ -226,7 +229,9 @@ def test_every_published_points_scenario_gets_an_interval(source: str) -> None:
     for p in points:
         if too_costly_to_judge(p) or interval_too_costly(p):
             continue
-        iv = interval(p.scenario, level=0.9, draws=2, repeats=1, executor="serial")
+        few = replace(p.scenario.simulation, warmup_iterations=1, measured_iterations=2)
+        scenario = replace(p.scenario, simulation=few)
+        iv = interval(scenario, level=0.9, draws=2, repeats=1, executor="serial")
         assert 0 < iv.low <= iv.high < math.inf, p.name
 
 
