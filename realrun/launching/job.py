@@ -36,7 +36,9 @@ from simscale.spec.sharding import assign_key
 
 log = logging.getLogger(__name__)
 
-LISTEN_TIMEOUT_S = 30.0  # the scheduler must report its port by then (includes Python start-up)
+# The scheduler must report its port by then. It includes Python's and torch's start-up, which
+# took over 30 s on a 2-core machine at load 10; a scheduler that dies fails at once instead.
+LISTEN_TIMEOUT_S = 120.0
 FAILURE_DETAIL_WAIT_S = 1.5  # after a node exits badly, how long the scheduler may explain why
 TERMINATE_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this
 DONE_EXIT_WAIT_S = 5.0  # after "done", how long nodes get to exit by themselves
