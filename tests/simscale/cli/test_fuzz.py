@@ -4,7 +4,8 @@ tests/fuzz_inputs.py makes seeded variants of every shipped scenario and committ
 (the mutation classes that broke the commands in issue 13) and runs `simscale check` and
 `predict` (scenarios) or `calibrate` and `validate` (records) on each, in a child process whose
 address space is limited and where every command has an alarm. Both fuzzers run at once (CI has
-two cores); together they take about a minute and a half of one core each.
+two cores); a thousand variants each take about 50 s of one core (two thousand with
+SIMSCALE_TEST_COSTLY=1).
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import time
 
 import pytest
 
+from tests.support.costly import costly_checks
 from tests.support.load import CpuWindow, within
 from tests.support.paths import ROOT, SUPPORT
 
-VARIANTS = 2000
+# Each fuzzer's variants: the first thousand on every run (about 100 CPU s for both), two
+# thousand with the costly checks (tests/support/costly.py). Seeded: the same variants each run.
+VARIANTS = 2000 if costly_checks() else 1000
 TIMEOUT_PER_COMMAND_S = 20
 MEMORY_MB = 3000
-FUZZ_LIMIT_S = 900  # both fuzzers together; about 90 s of one core each on an idle machine
+FUZZ_LIMIT_S = 900  # both fuzzers together; about 50 s of one core each on an idle machine
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,7 @@ def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
             try:
                 _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                # About a minute and a half of one core each: past the limit, either the
+                # About 50 s of one core each: past the limit, either the
                 # machine was saturated (skip, saying so) or a command hangs (fail).
                 within(FUZZ_LIMIT_S + 1, FUZZ_LIMIT_S, window, f"the {kind} fuzzer")
                 raise
@@ -83,7 +87,7 @@ def test_fuzzed_scenarios_never_crash_or_hang(summaries: dict[str, dict]) -> Non
     """Every variant is either accepted (and then predicted with a finite, positive throughput,
     or refused as too long) or refused with one line; predict never crashes after check."""
     s = summaries["scenarios"]
-    assert s["variants"] >= 2000
+    assert s["variants"] >= VARIANTS
     assert not s["failures"], _failures(s)
     counts = s["counts"]
     # The fuzzer exercises both sides of every command, or it tests nothing.
@@ -96,7 +100,7 @@ def test_fuzzed_scenarios_never_crash_or_hang(summaries: dict[str, dict]) -> Non
 def test_fuzzed_records_never_crash_or_hang(summaries: dict[str, dict]) -> None:
     """calibrate and validate load damaged records as one-line errors, never a traceback."""
     r = summaries["records"]
-    assert r["variants"] >= 2000
+    assert r["variants"] >= VARIANTS
     assert not r["failures"], _failures(r)
     for outcome in ("calibrate:ok", "calibrate:refused"):
         assert r["counts"].get(outcome, 0) >= 50, r["counts"]
