@@ -22,13 +22,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from calibration.errors import CalibrationError
 from simscale.spec.model_error import CONFORMAL_LEVELS, MIN_RESIDUALS, ModelError, level_key
-from simscale.whatif.uncertainty import conformity_score, ranges_band
+from simscale.whatif.uncertainty import (
+    band_with_model_error,
+    conformity_score,
+    model_error_term,
+    ranges_band,
+)
 
 
 @dataclass(frozen=True)
@@ -154,3 +160,45 @@ def from_validation(path: str | Path) -> ModelError:
         f"against the band of the point and its drawn inputs ({method})",
         f"`simscale validate --json` output {Path(path).name} (sha256 {digest}...)",
     )
+
+
+def rescore(path: str | Path, levels: Sequence[float] = (0.9, 0.5)) -> dict[str, dict[str, float]]:
+    """Held-out interval coverage and median relative width per system, re-derived from a
+    ``simscale validate --published --json`` output with no simulation: each point's band is
+    its point and kept draws, widened by the conformal margin of the OTHER campaigns' scores
+    (as validate does). What iterating the method on a saved report needs."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    rows = (data.get("result", data) or {}).get("published") or []
+    rows = [q for q in rows if q.get("draws")]
+    if not rows:
+        raise CalibrationError(
+            f"{path}: no published points with draws (written by an older simscale, or with "
+            "--interval-draws 0: run `simscale validate --published --json` again)"
+        )
+    residuals = [
+        _residual(q["model_error_group"], q["campaign"], q["published"], q["predicted"], q["draws"])
+        for q in rows
+    ]
+    held = {c: held_out_model_error(residuals, c) for c in {q["campaign"] for q in rows}}
+    covered: dict[str, dict[str, list[bool]]] = {}
+    widths: dict[str, dict[str, list[float]]] = {}
+    for q, r in zip(rows, residuals, strict=True):
+        values = [q["predicted"], *q["draws"]]
+        for level in levels:
+            term = model_error_term(r.group, held[q["campaign"]], level)
+            low, high = band_with_model_error(values, level, term)
+            key = level_key(level)
+            covered.setdefault(q["system"], {}).setdefault(key, []).append(
+                low <= q["published"] <= high
+            )
+            widths.setdefault(q["system"], {}).setdefault(key, []).append(
+                (high - low) / q["predicted"]
+            )
+    out: dict[str, dict[str, float]] = {}
+    for system in sorted(covered):
+        summary: dict[str, float] = {"points": len(next(iter(covered[system].values())))}
+        for key, inside in covered[system].items():
+            summary[f"covered_{key}"] = statistics.mean(inside)
+            summary[f"median_relative_width_{key}"] = statistics.median(widths[system][key])
+        out[system] = summary
+    return out

@@ -18,6 +18,7 @@ from calibration.model_error import (
     from_validation,
     held_out_margin,
     held_out_model_error,
+    rescore,
     residuals_from_validation,
 )
 from simscale.cli import main
@@ -129,6 +130,37 @@ def test_residuals_are_read_from_a_validate_output(tmp_path: Path) -> None:
         sorted([math.log(0.82 / 0.9), math.log(1.1 / 1.18), -math.log(1.18)]), abs=1e-6
     )
     assert "v.json" in me.source and "leave-one-shape-out" in me.method
+
+
+def test_a_saved_report_is_rescored_without_simulating(tmp_path: Path) -> None:
+    """Hand-derived: four campaigns' points predicted 100, published 110, 90, 100, 120, their
+    draws equal to the point, so each score is |log(published / 100)|: 0.0953, 0.1054, 0,
+    0.1823. A campaign's 50% margin is the 2nd smallest of the other three: 0.1054, 0.0953,
+    0.1054, 0.0953, which cover 110 and 100 but not 90 nor 120. Three scores bound no 90%
+    margin: that band is the point alone, covering only the exact one."""
+    rows = [
+        {
+            "campaign": c,
+            "system": "allreduce",
+            "model_error_group": "allreduce/real",
+            "published": p,
+            "predicted": 100.0,
+            "draws": [100.0],
+        }
+        for c, p in zip("ABCD", (110.0, 90.0, 100.0, 120.0), strict=True)
+    ]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"result": {"published": rows}}))
+    got = rescore(path)["allreduce"]
+    assert got["points"] == 4
+    assert got["covered_50"] == 0.5 and got["covered_90"] == 0.25
+    a, b = math.log(1.1), -math.log(0.9)
+    median = (2 * math.sinh(a) + 2 * math.sinh(b)) / 2
+    assert got["median_relative_width_50"] == pytest.approx(median, abs=1e-5)
+    assert got["median_relative_width_90"] == 0.0
+    path.write_text(json.dumps({"published": [{**rows[0], "draws": []}]}))
+    with pytest.raises(CalibrationError, match="no published points with draws"):
+        rescore(path)
 
 
 def test_a_file_that_is_not_a_validate_output_is_one_line(tmp_path: Path) -> None:
