@@ -501,8 +501,9 @@ def _judge_task(p: PublishedPoint, fitted: PublishedFit, k: int, draws: int) -> 
 
 def with_held_out_model_error(judged: Sequence[Judged]) -> list[Judged]:
     """Each point with the model error from the held-out residuals of every OTHER campaign: a
-    campaign's own residuals never move its own intervals."""
-    residuals = [residual_of(j) for j in judged]
+    campaign's own residuals never move its own intervals. A point with no finite prediction
+    has no residual to give."""
+    residuals = [residual_of(j) for j in judged if 0 < j.predicted < math.inf]
     per_campaign = {
         c: held_out_model_error(residuals, c) for c in sorted({j.point.campaign for j in judged})
     }
