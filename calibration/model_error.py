@@ -57,7 +57,7 @@ class Residual:
 def scores_of(residuals: Sequence[Residual]) -> dict[str, tuple[float, ...]]:
     """The sorted scores of ``residuals`` at every kept level."""
     return {
-        level_key(level): tuple(sorted(round(r.score(level), 6) for r in residuals))
+        level_key(level): tuple(sorted(round(r.score(level), 4) for r in residuals))
         for level in CONFORMAL_LEVELS
     }
 
@@ -109,6 +109,8 @@ def residuals_from_validation(path: str | Path) -> tuple[list[Residual], str]:
         raise CalibrationError(
             f"{p}: cannot read a `simscale validate --json` output ({e})"
         ) from None
+    if isinstance(data, dict) and isinstance(data.get("result"), dict):
+        data = data["result"]  # a measurement file of docs/data (scripts/gen_docs.py)
     out: list[Residual] = []
     methods = []
     cv = data.get("cross_validation") if isinstance(data, dict) else None
@@ -154,11 +156,13 @@ def from_validation(path: str | Path) -> ModelError:
     """A profile's model-error block from a ``simscale validate --json`` output file."""
     residuals, method = residuals_from_validation(path)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    draws = any(r.draw_ratios for r in residuals)
     return estimate(
         residuals,
         "split-conformal scores of held-out log(measured / predicted) per group and level, "
-        f"against the band of the point and its drawn inputs ({method})",
-        f"`simscale validate --json` output {Path(path).name} (sha256 {digest}...)",
+        + ("against the band of the point and its drawn inputs" if draws else "|log residual|")
+        + f" ({method})",
+        f"`simscale validate --json` output {path} (sha256 {digest}...)",
     )
 
 

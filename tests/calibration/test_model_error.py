@@ -119,15 +119,15 @@ def test_residuals_are_read_from_a_validate_output(tmp_path: Path) -> None:
     assert residuals[0].log_error == pytest.approx(math.log(0.9))
     assert residuals[3].draw_ratios == (pytest.approx(0.8), pytest.approx(1.2))
     me = from_validation(_validation(tmp_path))
-    # records' cross-validation keeps no draws: |log residual|; scores are kept to 1e-6
+    # records' cross-validation keeps no draws: |log residual|; scores are kept to 1e-4
     assert me.scores["ps/emulated"]["90"] == pytest.approx(
-        sorted([-math.log(0.9), math.log(1.1), 0.0]), abs=1e-6
+        sorted([-math.log(0.9), math.log(1.1), 0.0]), abs=1e-4
     )
     # published points with draws 0.8 and 1.2 around 1.0: the 90% band is [0.82, 1.18], and
     # 0.9, 1.1 and 1.0 all lie inside it, log(0.9 / 0.82), log(1.18 / 1.1) and log(1.18) from
     # the nearer end (negative scores)
     assert me.scores["allreduce/real"]["90"] == pytest.approx(
-        sorted([math.log(0.82 / 0.9), math.log(1.1 / 1.18), -math.log(1.18)]), abs=1e-6
+        sorted([math.log(0.82 / 0.9), math.log(1.1 / 1.18), -math.log(1.18)]), abs=1e-4
     )
     assert "v.json" in me.source and "leave-one-shape-out" in me.method
 
@@ -156,7 +156,7 @@ def test_a_saved_report_is_rescored_without_simulating(tmp_path: Path) -> None:
     assert got["covered_50"] == 0.5 and got["covered_90"] == 0.25
     a, b = math.log(1.1), -math.log(0.9)
     median = (2 * math.sinh(a) + 2 * math.sinh(b)) / 2
-    assert got["median_relative_width_50"] == pytest.approx(median, abs=1e-5)
+    assert got["median_relative_width_50"] == pytest.approx(median, abs=1e-3)  # scores kept to 1e-4
     assert got["median_relative_width_90"] == 0.0
     path.write_text(json.dumps({"published": [{**rows[0], "draws": []}]}))
     with pytest.raises(CalibrationError, match="no published points with draws"):
