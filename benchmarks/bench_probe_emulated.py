@@ -3,8 +3,9 @@
 End to end, as root: ``realrun probe`` on the emulated cluster of each host shape of
 runs/emulated-v2 (4 hosts at 50 and 200 Mbit/s, and 1 Gbit/s at dilation 5), the server cost
 once (it does not depend on the link); ``calibrate --probe`` on the records; then each of the 15
-shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty, its
-model-error sigma from the other 14 shapes' residuals: never from the shape judged) and
+shapes predicted with that profile (point and 90% interval, simscale.whatif.uncertainty: its
+ranges-only band widened by the conformal margin of the other 14 shapes' scores, never the
+judged shape's) and
 with the campaign-fitted profiles/emulated-v2.yaml, against the measured mean. Prints the table,
 point error (mean, worst) and 90% coverage (with the model error and with parameters only,
 each with its median relative width) beside the campaign profile's figures and the
@@ -30,14 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.model_error import Residual, estimate, held_out_sigma
+from calibration.model_error import Residual, estimate, held_out_model_error
 from calibration.probe_profile import calibrate_probe
 from calibration.runs import load_runs, mean_by_shape
 from calibration.validate import label_of
 from simscale.simulator import simulate
 from simscale.spec.model_error import ModelError, model_error_group
 from simscale.spec.profile import load_profile, save_profile
-from simscale.whatif.uncertainty import interval
+from simscale.whatif.uncertainty import (
+    band_with_model_error,
+    interval,
+    model_error_term,
+    ranges_band,
+)
 
 RUNS = Path("runs/emulated-v2")
 CAMPAIGN_PROFILE = Path("profiles/emulated-v2.yaml")
@@ -46,8 +52,8 @@ SCENARIO = "scenarios/emulated/mlp-colocated.yaml"
 SHAPES = (("50M", "0.05", "1"), ("200M", "0.2", "1"), ("1G-d5", "1", "5"))
 LEVEL = 0.9
 MODEL_ERROR_METHOD = (
-    "root mean square of log(measured / predicted) of the probe profile's point predictions "
-    "(a profile made with no training run: every shape is held out)"
+    "split-conformal scores of log(measured / predicted) against the probe profile's "
+    "ranges-only bands (a profile made with no training run: every shape is held out)"
 )
 
 
@@ -108,38 +114,30 @@ def main() -> int:
     profile = calibrate_probe(paths)
     campaign = load_profile(CAMPAIGN_PROFILE)
     shapes = sorted(mean_by_shape(load_runs([RUNS]).runs).items())
-    # The probe profile's point predictions first: it was made without any of these shapes,
-    # so each residual is held out, and shape i's model-error sigma is that of the others.
-    residuals = []
+    # The probe profile's intervals without model error first: it was made without any of
+    # these shapes, so each residual is held out; shape i's margin is then that of the other
+    # shapes' scores, applied to its own ranges-only band (what `interval` does with a profile
+    # holding those scores, with the same simulations: none is repeated).
+    bare = replace(profile, model_error=ModelError())
+    ivs, residuals = [], []
     for i, (key, (scenario, measured, _, _)) in enumerate(shapes, 1):
-        print(f"\rpoint predictions {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
-        predicted = simulate(scenario, profile.costs).throughput_samples_per_s
-        residuals.append(Residual(model_error_group(scenario), key, math.log(measured / predicted)))
+        print(f"\rintervals {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
+        iv = interval(scenario, bare, level=LEVEL, draws=a.draws, force_profile=True, jobs=1)
+        ivs.append(iv)
+        ratios = tuple(v / iv.nominal for v in iv.simulated)
+        residuals.append(
+            Residual(model_error_group(scenario), key, math.log(measured / iv.nominal), ratios)
+        )
     print(file=sys.stderr)
     source = f"python -m benchmarks.bench_probe_emulated: the probe profile on {RUNS}"
     profile = replace(profile, model_error=estimate(residuals, MODEL_ERROR_METHOD, source))
     save_profile(profile, a.out / "probe-emulated-profile.yaml")
     rows = []
-    for i, (key, (scenario, measured, _, _)) in enumerate(shapes, 1):
-        print(f"\rintervals {i}/{len(shapes)}", end="", file=sys.stderr, flush=True)
+    for (key, (scenario, measured, _, _)), iv in zip(shapes, ivs, strict=True):
         group = model_error_group(scenario)
-        sigma, n_res = held_out_sigma(residuals, group, key)
-        held_out = ModelError(
-            {group: sigma} if sigma is not None else {},
-            {group: n_res},
-            f"leave-one-shape-out: {MODEL_ERROR_METHOD}, this shape's left out",
-            source,
-        )
-        iv = interval(
-            scenario,
-            replace(profile, model_error=held_out),
-            level=LEVEL,
-            draws=a.draws,
-            force_profile=True,
-            jobs=1,
-        )
-        q = (1 - LEVEL) / 2 * 100
-        p_low, p_high = (float(v) for v in np.percentile(iv.simulated, [q, 100 - q]))
+        term = model_error_term(group, held_out_model_error(residuals, key), LEVEL)
+        low, high = band_with_model_error(iv.simulated, LEVEL, term)
+        p_low, p_high = ranges_band(iv.simulated, LEVEL)
         fitted = simulate(scenario, campaign.costs).throughput_samples_per_s
         rows.append(
             {
@@ -147,11 +145,11 @@ def main() -> int:
                 "measured": measured,
                 "probe_predicted": iv.nominal,
                 "probe_error": abs(iv.nominal / measured - 1),
-                "model_error_sigma_held_out": sigma,
-                "probe_low90": iv.low,
-                "probe_high90": iv.high,
-                "covered": iv.low <= measured <= iv.high,
-                "relative_width": iv.relative_width,
+                "model_error_margin_held_out": term.margin,
+                "probe_low90": low,
+                "probe_high90": high,
+                "covered": low <= measured <= high,
+                "relative_width": (high - low) / iv.nominal,
                 "parameters_only_low90": p_low,
                 "parameters_only_high90": p_high,
                 "parameters_only_covered": p_low <= measured <= p_high,
@@ -178,7 +176,9 @@ def main() -> int:
             ),
             "model_error": {
                 "method": f"leave-one-shape-out: {MODEL_ERROR_METHOD}",
-                "sigma_log_all_shapes": profile.model_error.sigma_log,
+                "margin_90_all_shapes": {
+                    g: profile.model_error.margin(g, LEVEL) for g in profile.model_error.scores
+                },
             },
             "draws": a.draws,
             "shapes": n,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,13 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         help="keep in the profile the simulator's own error per group (ps/allreduce/ddp-zero, "
         "emulated/real), estimated from the held-out residuals of this `simscale validate "
         "--json` output; `predict --interval` widens by it",
+    )
+    p.add_argument(
+        "--onto",
+        type=Path,
+        metavar="PROFILE.yaml",
+        help="with --model-error-from: no fit; write PROFILE with only its model-error block "
+        "replaced (its fitted costs, and so every point prediction, unchanged)",
     )
     _add_fit_args(p)
     add_force_arg(p)
@@ -181,10 +189,18 @@ def _save(profile: Profile, args: argparse.Namespace) -> None:
         profile = replace(profile, model_error=from_validation(args.model_error_from))
         me = profile.model_error
         groups = ", ".join(
-            f"{g} {s:.1%} ({me.residuals[g]} residuals)" for g, s in me.sigma_log.items()
+            f"{g} {_signed_pct(me.margin(g, 0.9))} ({me.residuals[g]} residuals)" for g in me.scores
         )
-        print(f"model error (1-sigma of log, held out): {groups or 'no group with enough'}")
+        print(
+            "model error (the 90% band's conformal margin, held out): "
+            f"{groups or 'no group with enough'}"
+        )
     save_profile(profile, args.output)
+
+
+def _signed_pct(margin: float | None) -> str:
+
+    return "unbounded (too few)" if margin is None else f"{math.expm1(margin):+.1%}"
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -195,6 +211,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from calibration.model_error import residuals_from_validation
 
         residuals_from_validation(args.model_error_from)
+    if args.onto is not None:
+        return _model_error_onto(args)
     if args.transformers and not args.published:
         raise CalibrationError("--transformers fits the published transformer set: add --published")
     if args.published and args.transformers:
@@ -224,6 +242,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         "(in-sample; run `simscale validate` for held-out error)"
     )
     print(f"profile written to {args.output} (applies to {profile.describe_scope()})")
+    return 0
+
+
+def _model_error_onto(args: argparse.Namespace) -> int:
+    """``--onto``: an existing profile with only its model-error block replaced."""
+    from simscale.spec.profile import load_profile
+
+    if args.model_error_from is None:
+        raise CalibrationError(
+            "--onto PROFILE.yaml replaces a model-error block: add --model-error-from"
+        )
+    if args.runs or args.published or args.probe:
+        raise CalibrationError("--onto fits nothing: give no run records, --published or --probe")
+    _save(load_profile(args.onto), args)
+    print(f"profile written to {args.output} ({args.onto}'s fit, model error replaced)")
     return 0
 
 

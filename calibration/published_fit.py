@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import multiprocessing as mp
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,15 +35,16 @@ from scipy.optimize import least_squares
 from calibration.errors import CalibrationError
 from calibration.fit import PARAMETERS, Parameter, with_values
 from calibration.identifiability import Identification, identify
+from calibration.model_error import Residual, held_out_model_error
 from calibration.published import PublishedPoint
 from simscale.model.compute import samples_per_s_without_communication
 from simscale.model.input_pipeline import loader_cores
 from simscale.simulator import simulate
 from simscale.spec.costs import CostModel, real_hardware_costs
-from simscale.spec.model_error import model_error_group
+from simscale.spec.model_error import ModelError, model_error_group
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 from simscale.spec.scenario import DIST_MODES, Scenario
-from simscale.whatif.uncertainty import with_model_error
+from simscale.whatif.uncertainty import ModelErrorTerm, band_with_model_error, model_error_term
 
 # The communication mechanisms fitted on scaling points (stage 2). bandwidth_factor (the usable
 # fraction of a NIC's line rate) is not among them: it stays at SimGrid's 0.97 for TCP. Fitted,
@@ -103,19 +102,21 @@ class Judged:
     # The compared quantity under drawn inputs (the fold's identified parameters from their
     # covariance, the scenario's declared ranges): what its intervals are read from.
     draws: tuple[float, ...] = ()
-    # The simulator's own error on known setups for this point's group, estimated from the
-    # residuals of the OTHER campaigns' held-out points (0: not estimated, not in the width).
-    model_sigma: float = 0.0
+    # The simulator's own error on known setups, estimated from the residuals of the OTHER
+    # campaigns' held-out points (empty: not estimated, not in the width).
+    model_error: ModelError = field(default_factory=ModelError)
+
+    def model_error_term(self, level: float) -> ModelErrorTerm:
+        """This point's group's held-out model error at ``level``."""
+        return model_error_term(model_error_group(self.point.scenario), self.model_error, level)
 
     def interval(self, level: float) -> tuple[float, float] | None:
-        """The central ``level`` interval of the draws (with the prediction), each times the
-        model-error factor, or None."""
+        """The central ``level`` band of the draws (with the prediction), with the held-out
+        model error, or None without draws."""
         if not self.draws:
             return None
-        values = with_model_error(np.array([self.predicted, *self.draws]), self.model_sigma)
-        q = (1 - level) / 2 * 100
-        lo, hi = np.percentile(values, [q, 100 - q])
-        return float(lo), float(hi)
+        values = [self.predicted, *self.draws]
+        return band_with_model_error(values, level, self.model_error_term(level))
 
     def covered(self, level: float) -> bool | None:
         iv = self.interval(level)
@@ -466,19 +467,21 @@ def _run(
     workers: int, fn: Callable, tasks: list[tuple], done: Callable[[Any, int], None]
 ) -> list[tuple]:
     """(key, fn(*args)) for each (key, args) of ``tasks``, in ``workers`` processes;
-    ``done(key, count)`` after each."""
+    ``done(key, count)`` after each. On Ctrl-C or SIGTERM the workers are ended at once, not
+    waited for (simscale.whatif.executors: a fold's fit or a 64-GPU point runs for minutes)."""
+    from simscale.whatif.executors import run_tasks
+
     out = []
-    if workers == 1:
-        for key, args in tasks:
-            out.append((key, fn(*args)))
-            done(key, len(out))
-        return out
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(fn, *args): key for key, args in tasks}
-        for future in as_completed(futures):
-            out.append((futures[future], future.result()))
-            done(futures[future], len(out))
+    for key, value in run_tasks("local", _keyed, [(fn, key, args) for key, args in tasks], workers):
+        out.append((key, value))
+        done(key, len(out))
     return out
+
+
+def _keyed(task: tuple[Callable, Any, tuple]) -> tuple[Any, Any]:
+    """One task of ``_run`` in a worker: its key and ``fn(*args)``."""
+    fn, key, args = task
+    return key, fn(*args)
 
 
 def _fit_fold(
@@ -497,23 +500,24 @@ def _judge_task(p: PublishedPoint, fitted: PublishedFit, k: int, draws: int) -> 
 
 
 def with_held_out_model_error(judged: Sequence[Judged]) -> list[Judged]:
-    """Each point with its group's model-error sigma from the held-out residuals of every
-    other campaign: a campaign's own residuals never widen its own intervals."""
-    from calibration.model_error import Residual, held_out_sigma
+    """Each point with the model error from the held-out residuals of every OTHER campaign: a
+    campaign's own residuals never move its own intervals. A point with no finite prediction
+    has no residual to give."""
+    residuals = [residual_of(j) for j in judged if 0 < j.predicted < math.inf]
+    per_campaign = {
+        c: held_out_model_error(residuals, c) for c in sorted({j.point.campaign for j in judged})
+    }
+    return [replace(j, model_error=per_campaign[j.point.campaign]) for j in judged]
 
-    residuals = [
-        Residual(
-            model_error_group(j.point.scenario),
-            j.point.campaign,
-            math.log(j.published / j.predicted),
-        )
-        for j in judged
-    ]
-    out = []
-    for j, r in zip(judged, residuals, strict=True):
-        sigma, _ = held_out_sigma(residuals, r.group, r.block)
-        out.append(replace(j, model_sigma=sigma or 0.0))
-    return out
+
+def residual_of(j: Judged) -> Residual:
+    """A judged point as a held-out residual, with its draws over its point."""
+    return Residual(
+        model_error_group(j.point.scenario),
+        j.point.campaign,
+        math.log(j.published / j.predicted),
+        tuple(v / j.predicted for v in j.draws),
+    )
 
 
 def group_errors(judged: Sequence[Judged]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -584,9 +588,13 @@ def report_dict(judged: Sequence[Judged], method: str) -> dict[str, object]:
                 "error": j.error,
                 "unmodelled": j.point.unmodelled,
                 "model_error_group": model_error_group(j.point.scenario),
-                "model_error_sigma_held_out": j.model_sigma,
+                "model_error_margin_held_out_90": j.model_error_term(0.9).margin,
+                "model_error_margin_held_out_50": j.model_error_term(0.5).margin,
                 "interval_90": j.interval(0.9),
                 "interval_50": j.interval(0.5),
+                # What re-deriving the interval offline needs (no simulation): the compared
+                # quantity under each drawn input; with the point, the ranges-only band.
+                "draws": list(j.draws),
             }
             for j in judged
         ],
@@ -638,16 +646,17 @@ def format_coverage(judged: Sequence[Judged]) -> str:
     if not any(j.draws for j in judged):
         return ""
     lines = ["", "  interval coverage (held out)      90% in  width    50% in  width  points"]
-    sigmas: dict[str, list[float]] = {}
+    margins: dict[str, list[float]] = {}
     for j in judged:
-        sigmas.setdefault(model_error_group(j.point.scenario), []).append(j.model_sigma)
+        m = j.model_error_term(0.9).margin
+        margins.setdefault(model_error_group(j.point.scenario), []).extend([] if m is None else [m])
     lines.insert(
         1,
-        "  the intervals carry the simulator's own error, from the other campaigns' residuals "
-        "(median 1-sigma of log per group): "
+        "  the intervals carry the simulator's own error: the ranges-only band widened by the "
+        "conformal margin of the other campaigns' held-out scores (median 90% margin per group): "
         + ", ".join(
-            f"{g} {np.median(v):.1%}" if np.median(v) > 0 else f"{g} none (too few residuals)"
-            for g, v in sorted(sigmas.items())
+            f"{g} {math.expm1(float(np.median(v))):+.1%}" if v else f"{g} none (too few residuals)"
+            for g, v in sorted(margins.items())
         ),
     )
 

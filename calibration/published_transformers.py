@@ -35,8 +35,10 @@ from calibration.published_fit import (
     judge,
     predict_point,
     published_value,
+    with_held_out_model_error,
 )
 from simscale.spec.costs import CostModel, real_hardware_costs
+from simscale.spec.model_error import model_error_group
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
 # GPU presets that are one chip: their tensor cores reach the same fraction of peak.
@@ -218,7 +220,9 @@ def leave_one_campaign_out(
         defaulted = tuple(sorted({_keys_of(p) for p in mine} - set(fitted.fractions)))
         fits[held] = replace(fitted, defaulted=defaulted)
         judged += _judged_with_draws(mine, fits[held], draws)
-    return judged, fits
+    # As for the image-model points: each point's band corrected by the conformal margin of
+    # the OTHER campaigns' held-out scores (ddp-zero/real), never its own.
+    return (with_held_out_model_error(judged) if draws > 0 else judged), fits
 
 
 def _judged_with_draws(
@@ -319,6 +323,10 @@ def report_dict(judged: Sequence[Judged], fits: dict[str, TransformerFit]) -> di
                 "predicted": j.predicted,
                 "error": j.error if math.isfinite(j.error) else None,
                 "unmodelled": j.point.unmodelled,
+                "model_error_group": model_error_group(j.point.scenario),
+                "interval_90": j.interval(0.9),
+                "interval_50": j.interval(0.5),
+                "draws": list(j.draws),
             }
             for j in judged
         ],

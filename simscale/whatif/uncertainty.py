@@ -6,13 +6,15 @@
 - **run-to-run jitter**: every draw also gets its own seed, so the seeded random parts of the
   model (compute jitter of stragglers, unequal TCP shares) vary as between real runs; a few
   repetitions at the fitted values isolate this part;
-- **the simulator's own error on known setups** (the profile's ``model_error``, a log-normal
-  factor per group whose sigma was estimated from held-out residuals,
-  simscale/spec/model_error.py): every simulated value is multiplied by the same fixed,
-  evenly spaced quantiles of that factor (common random numbers: no simulation is added, and
-  the pooled values' quantiles are exactly the factor's when nothing else varies).
+- **the simulator's own error on known setups** (the profile's ``model_error``: per group, the
+  held-out conformity scores of log(measured / predicted), simscale/spec/model_error.py): the
+  central ``level`` of the simulated throughputs (the ranges-only band) is widened in log space
+  by the scores' conformal margin at that level, or narrowed where the ranges alone were too
+  wide for the held-out truth (conformalized quantile regression). No simulation is added.
+  Profiles made before the scores were kept hold a log-normal sigma instead: every simulated
+  value is then multiplied by the same fixed, evenly spaced quantiles of that factor.
 
-The interval is the central ``level`` of the simulated throughputs. Without a profile (or with
+Without a profile (or with
 one fitted before uncertainties were kept), only jitter is covered, and the words say so; so
 they do when the profile keeps no model error for the scenario's group.
 Profiles fitted before covariances were kept have per-parameter sigmas only: those are drawn
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from simscale.spec.costs import CostModel
+from simscale.spec.model_error import ModelError
 from simscale.spec.profile import Profile, default_costs, default_profile
 from simscale.spec.ranges import apply_values, ranges_for
 from simscale.spec.scenario import Scenario
@@ -60,11 +63,17 @@ class Interval:
     # What the width comes from, largest first, and the declared ranges that were sampled.
     shares: tuple[Share, ...] = ()
     ranges: tuple[str, ...] = ()
-    # The scenario's model-error group and the profile's sigma of log for it (None: not kept,
-    # so not in the width), and how many held-out residuals that sigma came from.
+    # The scenario's model-error group, the profile's conformal margin in log space for it at
+    # this level (or, in older profiles, its log-normal sigma; None: not kept, so not in the
+    # width), and how many held-out residuals it came from.
     model_error_group: str = ""
     model_error_sigma: float | None = None
     model_error_residuals: int = 0
+    model_error_margin: float | None = None
+    model_error_missing: str = ""
+    # The central ``level`` of the simulated throughputs alone, before the model error.
+    ranges_low: float = 0.0
+    ranges_high: float = 0.0
     # The simulated throughputs (draws and repetitions) before the model-error factor: what a
     # benchmark needs to judge the interval with and without it from one set of simulations.
     simulated: tuple[float, ...] = ()
@@ -89,8 +98,11 @@ class Interval:
             "unidentified": dict(self.unidentified),
             "width_shares": [sh.to_dict() for sh in self.shares],
             "declared_ranges": list(self.ranges),
+            "ranges_only_low_samples_per_s": self.ranges_low,
+            "ranges_only_high_samples_per_s": self.ranges_high,
             "model_error": {
                 "group": self.model_error_group,
+                "margin_log": self.model_error_margin,
                 "sigma_log": self.model_error_sigma,
                 "residuals": self.model_error_residuals,
             },
@@ -352,25 +364,32 @@ def interval(
     nominal = values[0]
     jitter = np.array(values[: 1 + repeats])
     drawn = values[1 + repeats : 1 + repeats + draws]
-    group, sigma = model_error_of(scenario, profile if applies else None)
-    combined = with_model_error(np.array(drawn + list(jitter)), sigma or 0.0)
+    from simscale.spec.model_error import model_error_group
+
+    term = model_error_term(
+        model_error_group(scenario),
+        profile.model_error if applies and profile is not None else None,
+        level,
+    )
+    simulated = np.array(drawn + list(jitter))
+    r_low, r_high = ranges_band(simulated, level)
+    low, high = band_with_model_error(simulated, level, term)
     q = (1 - level) / 2 * 100
-    low, high = (float(v) for v in np.percentile(combined, [q, 100 - q]))
     j_low, j_high = (float(v) for v in np.percentile(jitter, [q, 100 - q]))
     spans = values[1 + repeats + draws :]
     shares = _shares(ends, spans, float(np.ptp(jitter)))
-    if sigma:
-        n_res = profile.model_error.residuals.get(group, 0) if profile is not None else 0
+    me_span = term.span(nominal, level)
+    if me_span > 0:
         shares = _with_model_error_share(
-            shares, spans, float(np.ptp(jitter)), nominal, sigma, level, group, n_res
+            shares, spans, float(np.ptp(jitter)), me_span, term.describe()
         )
     iv = Interval(
         level=level,
         nominal=nominal,
         low=low,
         high=high,
-        median=float(np.median(combined)),
-        draws=len(combined),
+        median=float(np.median(simulated)),
+        draws=len(simulated),
         jitter_low=j_low,
         jitter_high=j_high,
         parameters=space.names if space else (),
@@ -378,23 +397,124 @@ def interval(
         unidentified=dict(space.unidentified) if space else {},
         shares=tuple(shares),
         ranges=tuple(r.describe() for r in facts),
-        model_error_group=group,
-        model_error_sigma=sigma,
-        simulated=tuple(float(v) for v in drawn + list(jitter)),
-        model_error_residuals=(
-            profile.model_error.residuals.get(group, 0) if profile is not None and sigma else 0
-        ),
+        model_error_group=term.group,
+        model_error_sigma=term.sigma,
+        model_error_margin=term.margin,
+        model_error_missing=term.missing,
+        model_error_residuals=term.residuals,
+        ranges_low=r_low,
+        ranges_high=r_high,
+        simulated=tuple(float(v) for v in simulated),
     )
     return replace(iv, words=describe(iv, profile, applies))
 
 
+@dataclass(frozen=True)
+class ModelErrorTerm:
+    """What the profile's model error adds to a scenario's interval at one level: a conformal
+    margin in log space, or (older profiles) a log-normal sigma, or nothing (both None)."""
+
+    group: str
+    margin: float | None = None
+    sigma: float | None = None
+    residuals: int = 0
+    # Why there is none, when the profile has some for other groups or levels.
+    missing: str = ""
+
+    @property
+    def included(self) -> bool:
+        return self.margin is not None or self.sigma is not None
+
+    def span(self, nominal: float, level: float) -> float:
+        """Its own width at ``level`` around ``nominal`` (0 where it narrows or is absent)."""
+        if self.margin is not None:
+            return nominal * 2 * math.sinh(self.margin) if self.margin > 0 else 0.0
+        if self.sigma:
+            zq = _normal_quantile((1 + level) / 2)
+            return nominal * 2 * math.sinh(zq * self.sigma)
+        return 0.0
+
+    def describe(self) -> str:
+        if self.margin is not None:
+            how = "widened" if self.margin >= 0 else "narrowed"
+            return (
+                f"the simulator's own error on known setups ({self.group}: the band "
+                f"{how} by {math.expm1(abs(self.margin)):.1%} each side, "
+                f"the conformal margin of {self.residuals} held-out residuals)"
+            )
+        return (
+            f"the simulator's own error on known setups ({self.group}: 1-sigma "
+            f"{self.sigma or 0:.1%} from {self.residuals} held-out residuals)"
+        )
+
+
+def model_error_term(group: str, model_error: ModelError | None, level: float) -> ModelErrorTerm:
+    """A profile's ``model_error`` for ``group`` at ``level``: its conformal margin where it
+    keeps scores, else its log-normal sigma (profiles made before), else none."""
+    from simscale.spec.model_error import level_key
+
+    if model_error is None:
+        return ModelErrorTerm(group)
+    me = model_error
+    n = me.residuals.get(group, 0)
+    if group in me.scores:
+        margin = me.margin(group, level)
+        if margin is not None:
+            return ModelErrorTerm(group, margin=margin, residuals=n)
+        kept = ", ".join(f"{k}%" for k in sorted(me.scores[group], key=float))
+        why = (
+            f"scores kept at {kept} only"
+            if level_key(level) not in me.scores[group]
+            else f"{n} held-out residuals are too few for a {level:.0%} margin"
+        )
+        return ModelErrorTerm(group, residuals=n, missing=why)
+    sigma = me.sigma_log.get(group)
+    return ModelErrorTerm(group, sigma=sigma, residuals=n if sigma else 0)
+
+
 def model_error_of(scenario: Scenario, profile: Profile | None) -> tuple[str, float | None]:
-    """The scenario's model-error group and the profile's sigma for it (None without one)."""
+    """The scenario's model-error group and the profile's log-normal sigma for it (None
+    without one): the older profiles' term."""
     from simscale.spec.model_error import model_error_group
 
     if profile is None:
         return model_error_group(scenario), None
     return profile.model_error.sigma_for(scenario)
+
+
+def ranges_band(values: np.ndarray | list[float], level: float) -> tuple[float, float]:
+    """The central ``level`` of ``values`` (the point and its drawn inputs): the band the
+    model error's conformity scores are measured against."""
+    q = (1 - level) / 2 * 100
+    lo, hi = np.percentile(np.asarray(values, dtype=float), [q, 100 - q])
+    return float(lo), float(hi)
+
+
+def conformal_band(low: float, high: float, margin: float) -> tuple[float, float]:
+    """``[low, high]`` widened by ``margin`` in log space each side (narrowed where it is
+    negative; a band narrowed past its middle is its geometric middle)."""
+    lo, hi = low * math.exp(-margin), high * math.exp(margin)
+    if lo > hi:
+        mid = math.sqrt(low * high)
+        return mid, mid
+    return lo, hi
+
+
+def conformity_score(measured: float, low: float, high: float) -> float:
+    """How far ``measured`` lies outside ``[low, high]`` in log space (negative inside: the
+    log distance to the nearer end)."""
+    return max(math.log(low / measured), math.log(measured / high))
+
+
+def band_with_model_error(
+    values: np.ndarray | list[float], level: float, term: ModelErrorTerm
+) -> tuple[float, float]:
+    """The ``level`` interval of simulated ``values`` with the model-error ``term``."""
+    if term.margin is not None:
+        return conformal_band(*ranges_band(values, level), term.margin)
+    if term.sigma:
+        return ranges_band(with_model_error(np.asarray(values, dtype=float), term.sigma), level)
+    return ranges_band(values, level)
 
 
 def with_model_error(values: np.ndarray, sigma_log: float) -> np.ndarray:
@@ -409,19 +529,10 @@ def with_model_error(values: np.ndarray, sigma_log: float) -> np.ndarray:
 
 
 def _with_model_error_share(
-    shares: list[Share],
-    spans: list[float],
-    jitter_span: float,
-    nominal: float,
-    sigma: float,
-    level: float,
-    group: str,
-    residuals: int,
+    shares: list[Share], spans: list[float], jitter_span: float, span: float, words: str
 ) -> list[Share]:
-    """The shares recomputed with the model error's span (the factor's central ``level``
-    range times the nominal) beside the one-at-a-time spans."""
-    zq = _normal_quantile((1 + level) / 2)
-    span = nominal * (math.exp(zq * sigma) - math.exp(-zq * sigma))
+    """The shares recomputed with the model error's own ``span`` beside the one-at-a-time
+    spans (added as independent variances would)."""
     others = (
         sum(abs(spans[2 * i + 1] - spans[2 * i]) ** 2 for i in range(len(spans) // 2))
         + jitter_span**2
@@ -432,8 +543,7 @@ def _with_model_error_share(
     out.append(
         Share(
             "model_error",
-            f"the simulator's own error on known setups ({group}: 1-sigma {sigma:.1%} from "
-            f"{residuals} held-out residuals)",
+            words,
             span**2 / total if total > 0 else 0.0,
             "fit a profile on training runs of this cluster and keep its own held-out "
             "residuals (`simscale calibrate --model-error-from`)",
@@ -577,10 +687,17 @@ def describe(iv: Interval, profile: Profile | None, applies: bool) -> str:
             else "the profile keeps no identified parameter uncertainties"
         )
         parts.append(f"fitted-parameter uncertainty NOT included ({why})")
-    if iv.model_error_sigma is None:
+    if iv.model_error_sigma is None and iv.model_error_margin is None:
         parts.append(
             "the simulator's own error on known setups NOT included (the profile keeps no "
-            f"held-out residuals for {iv.model_error_group})"
+            f"held-out residuals for {iv.model_error_group}"
+            + (f" at this level: {iv.model_error_missing})" if iv.model_error_missing else ")")
+        )
+    elif iv.model_error_margin is not None and iv.model_error_margin < 0:
+        parts.append(
+            f"the held-out residuals of {iv.model_error_group} narrowed the ranges-only band "
+            f"by {-math.expm1(iv.model_error_margin):.1%} each side (the ranges alone were "
+            "wider than the simulator's held-out error)"
         )
     top = [sh for sh in iv.shares if sh.share >= 0.1][:2] or list(iv.shares[:1])
     for sh in top:

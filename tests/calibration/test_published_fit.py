@@ -248,8 +248,10 @@ def test_held_out_points_get_intervals_and_their_coverage_is_reported(tmp_path: 
 
 def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only() -> None:
     """Hand-derived: four all-reduce points of four campaigns, predicted 10% high, 10% low,
-    exact and 20% high; the sigma for campaign i is the root mean square of the other
-    three's log residuals, and it widens that point's interval."""
+    exact and 20% high, with draws equal to the point (a band of the point alone), so each
+    score is |log residual|. Campaign i's 50% margin is the ceil(0.5 * 4) = 2nd smallest of
+    the other three's scores, and its 50% interval is the point times exp(-/+ margin); three
+    scores cannot bound a 90% margin (ceil(0.9 * 4) = 4 > 3), so none is added there."""
     import math
     from dataclasses import replace
 
@@ -263,12 +265,19 @@ def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only()
         for p, r in zip(points, ratios, strict=True)
     ]
     out = pf.with_held_out_model_error(judged)
-    logs = [math.log(1 / r) for r in ratios]
+    scores = [abs(math.log(r)) for r in ratios]
     for i, j in enumerate(out):
-        others = [x for k, x in enumerate(logs) if k != i]
-        assert j.model_sigma == pytest.approx(math.sqrt(sum(x * x for x in others) / 3))
-    # the judged campaign's own residual does not move its sigma
+        others = sorted(x for k, x in enumerate(scores) if k != i)
+        assert j.model_error_term(0.5).margin == pytest.approx(others[1], abs=1e-4)
+        assert j.model_error_term(0.9).margin is None
+    # the judged campaign's own residual does not move its margin
     wild = replace(judged[0], predicted=1000.0, draws=(1000.0,))
-    assert pf.with_held_out_model_error([wild, *judged[1:]])[0].model_sigma == out[0].model_sigma
-    lo, hi = out[0].interval(0.9)
-    assert hi / lo == pytest.approx(math.exp(2 * 1.6449 * out[0].model_sigma), rel=1e-2)
+    margin = out[0].model_error_term(0.5).margin
+    assert pf.with_held_out_model_error([wild, *judged[1:]])[0].model_error_term(0.5).margin == (
+        margin
+    )
+    lo, hi = out[0].interval(0.5)
+    assert (lo, hi) == (
+        pytest.approx(110 * math.exp(-margin)),
+        pytest.approx(110 * math.exp(margin)),
+    )

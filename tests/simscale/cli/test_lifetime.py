@@ -104,6 +104,35 @@ def test_validate_stops_its_folds_on_a_signal(sig: int, code: int) -> None:
 
 
 @pytest.mark.slow
+def test_validate_published_stops_its_workers_on_sigterm() -> None:
+    """SIGTERM to `simscale validate --published` ends its fold processes at once (it used to
+    wait for every running fit, minutes each) and exits 143 without a traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simscale.cli", "validate", "--published", "--jobs", "2"],
+        cwd=ROOT,
+        env=child_environ({}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # two workers and multiprocessing's resource tracker
+        _wait_for(lambda: len(_children(proc.pid)) >= 3)
+        time.sleep(1.0)  # the folds are fitting now
+        children = _children(proc.pid)
+        window = CpuWindow()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        _, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    _wait_gone(children, GONE_WITHIN_S, window)
+
+
+@pytest.mark.slow
 def test_validate_folds_end_when_validate_is_killed() -> None:
     """SIGKILL leaves no handler to run: the folds notice they are orphaned and end."""
     proc = _validate()

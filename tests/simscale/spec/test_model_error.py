@@ -46,3 +46,16 @@ def test_the_block_round_trips_through_the_profile_yaml(tmp_path: Path) -> None:
 def test_a_profile_written_before_the_block_existed_still_loads() -> None:
     older = load_profile("profiles/emulated-v2.yaml")
     assert older.model_error == ModelError()
+
+
+def test_the_conformal_scores_round_trip_and_give_the_order_statistic(tmp_path: Path) -> None:
+    # 9 scores: at 90%, ceil(0.9 * 10) = 9th smallest (the largest); at 50%, the 5th
+    scores = {"90": tuple(0.01 * i for i in range(1, 10)), "50": (-0.2, -0.1, 0.0, 0.1, 0.2)}
+    me = ModelError(residuals={"ps/real": 9}, method="m", source="s", scores={"ps/real": scores})
+    save_profile(Profile(PROFILE_SCHEMA_VERSION, CostModel(), model_error=me), tmp_path / "p.yaml")
+    back = load_profile(tmp_path / "p.yaml").model_error
+    assert back == me
+    assert back.margin("ps/real", 0.9) == 0.09
+    # 5 scores at 50%: ceil(0.5 * 6) = 3rd smallest; a level or a group not kept: none
+    assert back.margin("ps/real", 0.5) == 0.0
+    assert back.margin("ps/real", 0.8) is None and back.margin("allreduce/real", 0.9) is None

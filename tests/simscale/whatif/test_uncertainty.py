@@ -243,7 +243,7 @@ def _with_model_error(sigma: float) -> Profile:
     return Profile(PROFILE_SCHEMA_VERSION, CostModel(), model_error=me)
 
 
-def test_the_model_error_factor_widens_the_interval_by_its_stated_sigma() -> None:
+def test_an_older_profiles_log_normal_factor_widens_the_interval_by_its_sigma() -> None:
     """Hand-derived: with nothing else varying (no fitted sigmas, one repeat at the nominal
     seed), the 90% interval is the nominal times exp(-/+ 1.645 sigma): for sigma 0.1,
     0.8484 and 1.1787 of the nominal."""
@@ -254,7 +254,53 @@ def test_the_model_error_factor_widens_the_interval_by_its_stated_sigma() -> Non
     assert iv.model_error_sigma == 0.1 and iv.model_error_group == "ps/emulated"
     assert "the simulator's own error on known setups (ps/emulated" in iv.words
     assert "100% of the width" in iv.words
-    assert iv.to_dict()["model_error"] == {"group": "ps/emulated", "sigma_log": 0.1, "residuals": 9}
+    assert iv.to_dict()["model_error"] == {
+        "group": "ps/emulated",
+        "margin_log": None,
+        "sigma_log": 0.1,
+        "residuals": 9,
+    }
+
+
+def _with_scores(scores: tuple[float, ...]) -> Profile:
+    """No parameter uncertainty: only the conformal margin can move the band."""
+    from simscale.spec.model_error import ModelError
+
+    kept = dict.fromkeys(("50", "90"), scores)
+    me = ModelError(residuals={"ps/emulated": len(scores)}, scores={"ps/emulated": kept})
+    return Profile(PROFILE_SCHEMA_VERSION, CostModel(), model_error=me)
+
+
+def test_the_conformal_margin_widens_the_ranges_only_band_by_its_order_statistic() -> None:
+    """Hand-derived: nothing else varies, so the ranges-only band is the nominal alone; 19
+    held-out scores 0.01 .. 0.19 give a 90% margin of the ceil(0.9 * 20) = 18th, 0.18, so the
+    band is the nominal times exp(-/+ 0.18)."""
+    scores = tuple(0.01 * i for i in range(1, 20))
+    iv = interval(NET, _with_scores(scores), level=0.9, draws=2, repeats=1, executor="serial")
+    assert iv.ranges_low == iv.ranges_high == iv.nominal
+    assert iv.low / iv.nominal == pytest.approx(math.exp(-0.18))
+    assert iv.high / iv.nominal == pytest.approx(math.exp(0.18))
+    assert iv.model_error_margin == pytest.approx(0.18) and iv.model_error_sigma is None
+    assert "the band widened by 19.7% each side" in iv.words and "100% of the width" in iv.words
+    # at 50%: the 10th, 0.10; at 80% the profile keeps no scores, and the words say so
+    iv50 = interval(NET, _with_scores(scores), level=0.5, draws=2, repeats=1, executor="serial")
+    assert iv50.high / iv50.nominal == pytest.approx(math.exp(0.10))
+    iv80 = interval(NET, _with_scores(scores), level=0.8, draws=2, repeats=1, executor="serial")
+    assert iv80.low == iv80.high == iv80.nominal
+    assert "NOT included" in iv80.words and "scores kept at 50%, 90% only" in iv80.words
+
+
+def test_a_negative_margin_narrows_the_band_but_never_past_its_middle() -> None:
+    from simscale.whatif.uncertainty import conformal_band, conformity_score
+
+    assert conformal_band(80.0, 125.0, -0.1) == (
+        pytest.approx(80 * math.exp(0.1)),
+        pytest.approx(125 * math.exp(-0.1)),
+    )
+    assert conformal_band(80.0, 125.0, -1.0) == (pytest.approx(100.0), pytest.approx(100.0))
+    # a score is the log distance outside the band, negative inside (to the nearer end)
+    assert conformity_score(150.0, 80.0, 125.0) == pytest.approx(math.log(1.2))
+    assert conformity_score(100.0, 80.0, 125.0) == pytest.approx(math.log(0.8))
 
 
 def test_without_a_model_error_the_words_say_it_is_not_included() -> None:
