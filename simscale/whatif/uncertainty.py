@@ -297,6 +297,21 @@ def _with_seed(s: Scenario, seed: int) -> Scenario:
     return replace(s, simulation=replace(s.simulation, seed=seed))
 
 
+def _nominal_repeats_and_draws(
+    scenario: Scenario, profile: Profile | None, base: CostModel, draws: int, repeats: int
+) -> list[tuple[Scenario, CostModel]]:
+    """The simulations of an interval before the one-at-a-time ones: the nominal, ``repeats``
+    more seeds of it (the simulator's own jitter), and ``draws`` drawn inputs, each its seed."""
+    seed0 = scenario.simulation.seed
+    jobs: list[tuple[Scenario, CostModel]] = [(scenario, base)]
+    jobs += [(_with_seed(scenario, seed0 + 1 + r), base) for r in range(repeats)]
+    drawn_inputs = draw_inputs(scenario, profile, base, draws, seed0)
+    jobs += [
+        (_with_seed(s_i, seed0 + 1 + repeats + i), c_i) for i, (s_i, c_i) in enumerate(drawn_inputs)
+    ]
+    return jobs
+
+
 @dataclass(frozen=True)
 class Share:
     """One input's share of the interval's width, and how a user narrows it."""
@@ -348,13 +363,9 @@ def interval(
     base = profile.costs if applies and profile is not None else default_costs(scenario)[0]
     facts = ranges_for(scenario)
     space = _space_for(scenario, profile if applies else None, facts)
-    seed0 = scenario.simulation.seed
-    jobs_list: list[tuple[Scenario, CostModel]] = [(scenario, base)]
-    jobs_list += [(_with_seed(scenario, seed0 + 1 + r), base) for r in range(repeats)]
-    drawn_inputs = draw_inputs(scenario, profile if applies else None, base, draws, seed0)
-    jobs_list += [
-        (_with_seed(s_i, seed0 + 1 + repeats + i), c_i) for i, (s_i, c_i) in enumerate(drawn_inputs)
-    ]
+    jobs_list = _nominal_repeats_and_draws(
+        scenario, profile if applies else None, base, draws, repeats
+    )
     # One at a time, with the nominal seed (common random numbers): each input at the two ends
     # of its central ``level`` range, all others at their nominal values.
     ends = _one_at_a_time(scenario, base, profile, space, facts, level)
