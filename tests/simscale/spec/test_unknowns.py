@@ -31,6 +31,20 @@ def test_every_aws_gpu_preset_declares_its_connection_range_with_a_source() -> N
         assert "AWS EC2 User Guide" in facts["connection_gbps"].source
 
 
+def test_p2_xlarge_declares_its_nic_from_awss_figure_to_a_4_vcpu_burst() -> None:
+    """'High' is not a rate: AWS's 1.25 Gbit/s for the p2.xlarge (the preset's own NIC) is the
+    floor, a 4-vCPU ENA instance's burst of 10 Gbit/s the ceiling."""
+    (nic,) = [r for r in INSTANCES["p2.xlarge"].ranges if r.fact == "nic_gbps"]
+    assert (nic.low, nic.high) == (INSTANCES["p2.xlarge"].nic_gbps, 10.0)
+    assert "1.25" in nic.source and "10.04" in nic.source
+    several = scenario_from_dict(_scenario({"count": 8, "instance": "p2.xlarge"}))
+    assert [r.fact for r in ranges_for(several)] == ["nic_gbps", "connection_gbps"]
+    stated = scenario_from_dict(_scenario({"count": 8, "instance": "p2.xlarge", "nic_gbps": 2}))
+    assert "nic_gbps" not in [r.fact for r in ranges_for(stated)]
+    s2, _ = apply_values(several, CostModel(), [nic], [nic.value_at(0.5)])
+    assert s2.cluster.hosts[0].resolved()[2] == (1.25 + 10.0) / 2
+
+
 def test_preset_ranges_apply_and_a_scenario_range_replaces_them() -> None:
     s = scenario_from_dict(_scenario({"count": 4, "instance": "p3.16xlarge"}))
     assert [r.fact for r in ranges_for(s)] == ["connection_gbps"]
