@@ -92,7 +92,7 @@ MEASUREMENTS = {
                 "python",
                 "benchmarks/bench_predict.py",
                 "--gpus",
-                "64,512,2048",
+                "64,512,2048,8192",
                 "--repeats",
                 "3",
                 "--json",
@@ -204,15 +204,24 @@ def _published_systems(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]
 
 
 def accuracy_summary() -> str:
-    """The README's accuracy table: held-out mean and worst error per group, from docs/data."""
-    rows = ["| held out, predicting | points | mean error | worst error |", "|---|---:|---:|---:|"]
+    """The README's accuracy table: held-out mean and worst error per group, and how often the
+    90% interval held the published value (its median width beside), from docs/data."""
+    rows = [
+        "| held out, predicting | points | mean error | worst error | 90% interval covers |",
+        "|---|---:|---:|---:|---|",
+    ]
     notes = []
     pub = load("validate-published")
     if pub:
         for label, g in _published_systems(_published_report(pub)):
+            covers = (
+                f"{_pct(g['covered_90'])} (width {_pct(g['median_relative_width_90'])})"
+                if g.get("points_with_intervals")
+                else "-"
+            )
             rows.append(
                 f"| published figures, {label} | {g['points']} | {_pct(g['mean_ape'])} "
-                f"| {_pct(g['worst_ape'])} |"
+                f"| {_pct(g['worst_ape'])} | {covers} |"
             )
         notes.append(f"published: {provenance(pub)}")
     for name, label in (
@@ -224,7 +233,9 @@ def accuracy_summary() -> str:
             continue  # docs/accuracy.md says how to measure it; the front page shows figures
         cv = rec["result"]["cross_validation"]
         shapes = sum(n for _, _, n in cv["by_group"]["mode"].values())
-        rows.append(f"| {label} | {shapes} shapes | {_pct(cv['mape'])} | {_pct(cv['worst_ape'])} |")
+        rows.append(
+            f"| {label} | {shapes} shapes | {_pct(cv['mape'])} | {_pct(cv['worst_ape'])} | - |"
+        )
         notes.append(f"{label}: {provenance(rec)}")
     return "\n".join(rows) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
