@@ -281,3 +281,29 @@ def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only()
         pytest.approx(110 * math.exp(-margin)),
         pytest.approx(110 * math.exp(margin)),
     )
+
+
+def test_the_shipped_real_hardware_profile_pins_down_every_parameter_it_fitted():
+    """profiles/real-v1.yaml: every fitted parameter has a usable sigma (no 2223 in log space),
+    lies strictly inside its search bounds, and the fit's covariance is stored for --interval."""
+    from calibration.fit import PARAMETERS as SEARCH
+    from simscale.spec.profile import load_profile
+    from simscale.whatif.uncertainty import unidentified_parameters
+
+    profile = load_profile(ROOT / "profiles" / "real-v1.yaml")
+    fit = profile.fit
+    assert unidentified_parameters(profile) == {}
+    assert len(fit.covariance) == len(fit.parameters)
+    for name in fit.parameters:
+        p = SEARCH.get(name) or pf.parameter(name)
+        value = p.get(profile.costs)
+        assert p.lower < value < p.upper, f"{name} = {value} sits at a search bound"
+    assert "allreduce_tensor_us" not in fit.parameters
+
+
+def test_a100_tf32_rows_are_judged_as_tf32():
+    """NVIDIA's DGX A100 "TF32" rows ran fp32 layers on the tensor cores: their compute is
+    the TF32 peak's, not fp32's (which put A100's fitted fp32 efficiency at 0.93)."""
+    points = [p for p in load_published() if "tf32" in p.name]
+    assert points
+    assert {p.scenario.training.precision for p in points} == {"tf32"}
