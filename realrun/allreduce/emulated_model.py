@@ -56,12 +56,28 @@ class LayerSeconds:
         return sum(self.forward_s) + sum(self.backward_s)
 
 
-def modelled_seconds(scenario: Any, rank: int) -> LayerSeconds:
-    """The scenario GPU's layer times from simscale's compute model, times the dilation."""
-    from realrun.training.emulated_compute import TIMES_SOURCE, emulated_device
+def modelled_seconds(scenario: Any, host: int) -> LayerSeconds:
+    """Layer times of one GPU of worker host ``host`` from simscale's compute model (the
+    emulated parameter-server worker's, ``emulated_compute.emulated_device``), times the
+    dilation. A DDP/FSDP rank drives one GPU, so no host copies are replayed."""
+    from realrun.training.emulated_compute import TIMES_SOURCE
+    from simscale.model.cluster import layout
+    from simscale.model.compute import layer_times
+    from simscale.spec.costs import CostModel
+    from simscale.spec.hardware import GPUS
 
-    device = emulated_device(scenario, rank)
-    return LayerSeconds(device.forward_s, device.backward_s, TIMES_SOURCE, device.dilation)
+    lay = layout(scenario)
+    gpu = GPUS[str(lay.hosts[lay.worker_hosts[host]].gpu)].name
+    tr, d = scenario.training, scenario.realrun.dilation
+    times = layer_times(
+        scenario.model_spec(), gpu, tr.compute_precision, tr.batch_per_gpu, CostModel()
+    )
+    return LayerSeconds(
+        tuple(float(t) * d for t in times.forward_s),
+        tuple(float(t) * d for t in times.backward_s),
+        f"{TIMES_SOURCE} ({gpu})",
+        d,
+    )
 
 
 def measured_seconds(spec: ModelSpec, profile: ComputeProfile, dilation: float) -> LayerSeconds:
@@ -96,6 +112,25 @@ def measured_seconds(spec: ModelSpec, profile: ComputeProfile, dilation: float) 
         source,
         dilation,
     )
+
+
+def rank_seconds(scenario: Any, host: int, profile_path: str | None) -> LayerSeconds:
+    """The times a rank on worker host ``host`` replays, from where ``realrun.compute_times``
+    says (a measured profile is written by the job, ``realrun.launching.job``)."""
+    from realrun.training.emulated_compute import emulated_times_source
+
+    if emulated_times_source(scenario) == "model":
+        return modelled_seconds(scenario, host)
+    if profile_path is None:
+        raise ValueError(
+            "realrun.compute_times is measured, but no --compute-profile was given "
+            "(realrun run measures one; or use realrun.compute_times=model)"
+        )
+    import json
+    from pathlib import Path
+
+    profile = ComputeProfile.from_dict(json.loads(Path(profile_path).read_text()))
+    return measured_seconds(scenario.model_spec(), profile, scenario.realrun.dilation)
 
 
 class TimedLayer(torch.autograd.Function):
