@@ -31,8 +31,10 @@ from realrun.allreduce.emulated_model import (  # noqa: E402
 from realrun.training.compute_profile import ComputeProfile, LayerTime  # noqa: E402
 from simscale.comm.sharded import root_layers  # noqa: E402
 from simscale.zoo import ModelSpec  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 
 MODEL, SEED, LR, RANKS, ITERATIONS, WARMUP = "gpt2_tiny", 3, 0.1, 2, 3, 1
+SCENARIO = str(ROOT / "scenarios" / "emulated" / "gpt2-tiny-ddp.yaml")
 
 
 def spec() -> ModelSpec:
@@ -41,8 +43,23 @@ def spec() -> ModelSpec:
     return get(MODEL)
 
 
-def seconds(forward_s: float = 0.0, backward_s: float = 0.0) -> LayerSeconds:
-    n = len(spec().layers)
+def tiny() -> ModelSpec:
+    """Embeddings, two blocks, a head: the shape of a zoo transformer, a few hundred floats."""
+    from simscale.zoo import Layer, ParamArray
+
+    def layer(name: str, *sizes: int) -> Layer:
+        return Layer(
+            name, 1.0, tuple(ParamArray(f"{name}.a{i}", (n,)) for i, n in enumerate(sizes))
+        )
+
+    return ModelSpec(
+        "tiny",
+        (layer("embeddings", 64), layer("h.0", 16, 8), layer("h.1", 16, 8), layer("head", 4)),
+    )
+
+
+def seconds(forward_s: float = 0.0, backward_s: float = 0.0, model: ModelSpec | None = None):
+    n = len((model or spec()).layers)
     return LayerSeconds((forward_s,) * n, (backward_s,) * n, "test", 1.0)
 
 
@@ -53,17 +70,16 @@ def test_parameters_are_the_zoo_arrays_in_key_order() -> None:
 
 
 def test_blocks_are_fsdp_units_and_the_rest_is_the_root() -> None:
-    model = EmulatedModels(spec(), seconds(), SEED, 0).build(MODEL)
+    model = EmulatedModels(tiny(), seconds(model=tiny()), SEED, 0).build("tiny")
     blocks = [i for i, layer in enumerate(model.layers) if isinstance(layer, EmulatedBlock)]
-    root = root_layers(spec())
-    assert root and blocks == [i for i in range(len(spec().layers)) if i not in root]
+    assert root_layers(tiny()) == [0, 3] and blocks == [1, 2]
 
 
 def test_forward_and_backward_take_their_times_once_per_layer() -> None:
     """Each layer sleeps its forward, then (in reverse) its backward: the step takes at
     least their sum, and each layer runs once each way."""
     fwd, bwd = 0.01, 0.02
-    model = EmulatedModels(spec(), seconds(fwd, bwd), SEED, 0).build(MODEL)
+    model = EmulatedModels(tiny(), seconds(fwd, bwd, tiny()), SEED, 0).build("tiny")
     n = len(model.layers)
     x, y = EmulatedModels.synthetic_batch(None, MODEL, 4)  # type: ignore[arg-type]
     t0 = time.perf_counter()
@@ -80,7 +96,7 @@ def test_gradients_are_fixed_and_seeded_by_rank() -> None:
     """Every step yields the same gradients; two ranks yield different ones."""
 
     def grads(rank: int) -> list[torch.Tensor]:
-        model = EmulatedModels(spec(), seconds(), SEED, rank).build(MODEL)
+        model = EmulatedModels(tiny(), seconds(model=tiny()), SEED, rank).build("tiny")
         for _ in range(2):
             model.zero_grad(set_to_none=True)
             EmulatedModels.loss(model(torch.zeros(1)), torch.zeros(1)).backward()
@@ -88,7 +104,7 @@ def test_gradients_are_fixed_and_seeded_by_rank() -> None:
 
     a, b = grads(0), grads(1)
     rng = np.random.default_rng([SEED, 0])
-    first = rng.standard_normal(spec().arrays[0].elements, dtype=np.float32) * GRADIENT_SCALE
+    first = rng.standard_normal(64, dtype=np.float32) * GRADIENT_SCALE
     torch.testing.assert_close(a[0], torch.from_numpy(first))
     assert not torch.equal(a[0], b[0])
 
@@ -115,6 +131,40 @@ def test_measured_profile_regrouped_by_layer() -> None:
     got = measured_seconds(two, profile, 2.0)
     assert got.forward_s == pytest.approx((0.6, 0.7))
     assert got.backward_s == pytest.approx((1.8, 0.6))
+
+
+def test_any_zoo_model_runs_emulated_and_times_are_the_models_dilated() -> None:
+    """An emulated rank needs no torch twin (its layers come from the zoo spec): a BERT job
+    under FSDP gets a plan, and its layer times are simscale's compute model's times D."""
+    from realrun.allreduce.emulated_model import rank_seconds
+    from realrun.allreduce.worker import data_parallel_plan
+    from simscale.model.compute import layer_times
+    from simscale.spec.costs import CostModel
+    from simscale.spec.scenario import load_scenario
+
+    sets = [
+        "model.name=bert_base",
+        "kvstore.mode=zero",
+        "realrun.compute=emulated",
+        "realrun.compute_times=model",
+        "realrun.dilation=3",
+    ]
+    scenario = load_scenario(SCENARIO, sets)
+    assert data_parallel_plan(scenario, 1, 2).host == 1
+    got = rank_seconds(scenario, 1, None)
+    tr = scenario.training
+    want = layer_times(scenario.model_spec(), "cpu", "fp32", tr.batch_per_gpu, CostModel())
+    assert got.forward_s == pytest.approx(3 * want.forward_s)
+    assert got.backward_s == pytest.approx(3 * want.backward_s)
+
+
+def test_measured_times_without_a_profile_are_a_one_line_error() -> None:
+    from realrun.allreduce.emulated_model import rank_seconds
+    from simscale.spec.scenario import load_scenario
+
+    scenario = load_scenario(SCENARIO, ["realrun.compute=emulated"])  # cpu: auto is measured
+    with pytest.raises(ValueError, match="no --compute-profile was given"):
+        rank_seconds(scenario, 0, None)
 
 
 # ---- real DDP and FSDP over gloo, one process per rank ----
