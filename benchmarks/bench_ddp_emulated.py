@@ -45,14 +45,14 @@ SHAPES = (  # real compute: hosts, Mbit/s, mode, zero stage, dilation
 # Emulated compute: 2-4 hosts, 50-1000 Mbit/s, DDP and FSDP (FULL_SHARD and SHARD_GRAD_OP).
 # 1000 Mbit/s runs dilated 4x (250 Mbit/s on the wire), like the parameter-server campaigns'
 # fast links, so gloo's copies and sums and the SGD step stay a small share of a step.
-EMULATED_SHAPES = (
+EMULATED_SHAPES = (  # the longest (50 Mbit/s) last
     (2, 200, "ddp", 3, 1.0),
     (2, 200, "zero", 3, 1.0),
+    (4, 1000, "ddp", 3, 4.0),
+    (4, 1000, "zero", 3, 4.0),
     (3, 100, "ddp", 3, 1.0),
     (3, 100, "zero", 2, 1.0),
     (4, 50, "ddp", 3, 1.0),
-    (4, 1000, "ddp", 3, 4.0),
-    (4, 1000, "zero", 3, 4.0),
 )
 EMULATED_BATCH = 16  # 0.88 s of modelled cpu/fp32 compute per step: about the communication's
 COMPUTE_STEPS = 5
@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     shapes = EMULATED_SHAPES if emulated else SHAPES
     chosen = [shapes[i] for i in args.only] if args.only else list(shapes)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, out.open("x", newline="") as f:
+        writer: csv.DictWriter | None = None  # rows are written as they come: a cut run keeps them
         for n, (hosts, mbps, mode, stage, dilation) in enumerate(chosen, 1):
             sets = shape_sets(hosts, mbps, mode, stage, dilation, emulated)
             print(f"[{n}/{len(chosen)}] {hosts} hosts, {mbps} Mbit/s, {mode}", flush=True)
@@ -188,10 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    with out.open("x", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+            if writer is None:
+                writer = csv.DictWriter(f, fieldnames=list(row))
+                writer.writeheader()
+            writer.writerow(row)
+            f.flush()
     groups = {"all": rows, "ddp": [r for r in rows if r["mode"] == "ddp"]}
     groups["zero/fsdp"] = [r for r in rows if r["mode"] != "ddp"]
     for name, group in groups.items():
