@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -35,6 +35,9 @@ from realrun.allreduce.tcp_bytes import sent_bytes
 from realrun.records.record import IterationTiming
 from realrun.records.timeline import SpanRecorder
 from realrun.training.overlap import DATA_POOL, batch_seed
+
+if TYPE_CHECKING:
+    from realrun.allreduce.emulated_model import EmulatedModels
 
 MIB = 2**20
 _BUILD_LOCK = threading.Lock()  # ranks run as threads in tests
@@ -75,8 +78,14 @@ def wrap_ddp(model: nn.Module, group: dist.ProcessGroup, plan: DataParallelPlan)
     return DistributedDataParallel(model, process_group=group, bucket_cap_mb=None)
 
 
-def wrap_fsdp(model: nn.Module, group: dist.ProcessGroup, plan: DataParallelPlan) -> nn.Module:
-    """FSDP over the zoo's units: each transformer block wrapped, the rest in the root."""
+def wrap_fsdp(
+    model: nn.Module,
+    group: dist.ProcessGroup,
+    plan: DataParallelPlan,
+    units: frozenset[type[nn.Module]] | None = None,
+) -> nn.Module:
+    """FSDP over the zoo's units: each transformer block (or ``units``) wrapped, the rest in
+    the root."""
     from torch.distributed.fsdp import BackwardPrefetch, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
@@ -90,7 +99,7 @@ def wrap_fsdp(model: nn.Module, group: dist.ProcessGroup, plan: DataParallelPlan
             model,
             process_group=group,
             sharding_strategy=strategy,
-            auto_wrap_policy=ModuleWrapPolicy({Block}),
+            auto_wrap_policy=ModuleWrapPolicy(set(units or {Block})),
             device_id=torch.device("cpu"),
             backward_prefetch=BackwardPrefetch.BACKWARD_PRE if plan.prefetch else None,
             forward_prefetch=plan.prefetch > 0,
@@ -99,18 +108,25 @@ def wrap_fsdp(model: nn.Module, group: dist.ProcessGroup, plan: DataParallelPlan
 
 
 class DataParallelTrainer:
-    """One rank of a DDP or FSDP job; ``models`` is ``realrun.training.torch_models``."""
+    """One rank of a DDP or FSDP job; ``models`` is ``realrun.training.torch_models``, or an
+    emulated device (``realrun.allreduce.emulated_model.EmulatedModels``)."""
 
     def __init__(
-        self, group: dist.ProcessGroup, rank: int, plan: DataParallelPlan, models: ModuleType
+        self,
+        group: dist.ProcessGroup,
+        rank: int,
+        plan: DataParallelPlan,
+        models: ModuleType | EmulatedModels,
     ) -> None:
         self.group, self.rank, self.plan, self.models = group, rank, plan, models
         self.recorder = SpanRecorder(rank)
         with _BUILD_LOCK:  # the global RNG: every rank builds the same start
             torch.manual_seed(plan.seed)
             model = models.build(plan.model)
-        wrap = wrap_ddp if plan.mode == "ddp" else wrap_fsdp
-        self.module = wrap(model, group, plan)
+        if plan.mode == "ddp":
+            self.module = wrap_ddp(model, group, plan)
+        else:
+            self.module = wrap_fsdp(model, group, plan, getattr(models, "fsdp_units", None))
         self.optimizer = torch.optim.SGD(
             self.module.parameters(),
             lr=plan.learning_rate,
@@ -131,7 +147,9 @@ class DataParallelTrainer:
                 "fsdp_sharding": "FULL_SHARD" if p.stage == 3 else "SHARD_GRAD_OP",
                 "prefetch": p.prefetch,
             }
+        compute = getattr(self.models, "describe", None)
         return {
+            **(compute() if compute else {}),
             "gradient_aggregation": p.mode,
             "data_parallel": comm,
             "device": "cpu",

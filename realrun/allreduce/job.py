@@ -72,6 +72,7 @@ class AllreduceJob(Job):
         argv = [sys.executable, "-m", f"realrun.allreduce.{module}"]
         if role == "worker":
             argv += worker_arguments(self.scenario_path, self.overrides)
+            argv += list(self._worker_args)  # an emulated device's measured profile
         p = self.launcher.start(role, host_rank, argv, env)
         p.rank = rank  # placed by its host, named by its rank
         self.processes.append(p)

@@ -91,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realrun.allreduce.worker", description=__doc__)
     parser.add_argument("--scenario", required=True, help="scenario YAML")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    parser.add_argument(
+        "--compute-profile",
+        metavar="JSON",
+        help="per-layer times an emulated DDP/FSDP rank replays (realrun.compute_times measured)",
+    )
     args = parser.parse_args(argv)
     try:
         env = dist_env()
@@ -104,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format=f"%(asctime)s rank{env.rank}[{os.getpid()}] %(levelname)s %(name)s: %(message)s",
     )
-    return run_rank(env, args.scenario, args.set)
+    return run_rank(env, args.scenario, args.set, args.compute_profile)
 
 
-def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
+def run_rank(
+    env: DistEnv, scenario_path: str, overrides: list[str], profile_path: str | None = None
+) -> int:
     """Train this rank to the end; 0 on success, 1 after reporting a failure."""
     where = f"worker rank {env.rank} on {env.node_host}"
     try:
@@ -119,7 +126,7 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
     heartbeat = Heartbeat(env, store).start() if env.store_hosted else None
     try:
         reporter.report("hello", host=env.node_host, pid=os.getpid())
-        trainer = build_trainer(env, store, scenario_path, overrides)
+        trainer = build_trainer(env, store, scenario_path, overrides, profile_path)
         from realrun.node import environment
 
         reporter.report("environment", **environment(), **trainer.describe())
@@ -150,7 +157,13 @@ def run_rank(env: DistEnv, scenario_path: str, overrides: list[str]) -> int:
             heartbeat.stop()
 
 
-def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[str]):
+def build_trainer(
+    env: DistEnv,
+    store: Any,
+    scenario_path: str,
+    overrides: list[str],
+    profile_path: str | None = None,
+):
     """The scenario's plan for this rank, its process group and its trainer."""
     import torch
 
@@ -161,7 +174,7 @@ def build_trainer(env: DistEnv, store: Any, scenario_path: str, overrides: list[
 
     scenario = load_scenario(scenario_path, overrides)
     if scenario.kvstore.mode in ("ddp", "zero"):
-        return build_data_parallel(env, store, scenario)
+        return build_data_parallel(env, store, scenario, profile_path)
     plan = plan_from_scenario(scenario, env.rank, env.world_size, env.local_rank)
     torch.set_num_threads(scenario.realrun.threads_per_worker)
     group = process_group(env, store, backend_for(rank_devices(plan)[0]))
@@ -176,8 +189,9 @@ def _prove(env: DistEnv, group: Any) -> None:
         log.warning("REALRUN_JOB_SECRET is not set: the ranks of this job are not authenticated")
 
 
-def build_data_parallel(env: DistEnv, store: Any, scenario: Any):
-    """A DDP or FSDP rank (``realrun.allreduce.data_parallel``) on the job's gloo group."""
+def build_data_parallel(env: DistEnv, store: Any, scenario: Any, profile_path: str | None = None):
+    """A DDP or FSDP rank (``realrun.allreduce.data_parallel``) on the job's gloo group, on
+    the CPU or on an emulated device (``realrun.allreduce.emulated_model``)."""
     import torch
     import torch.distributed as dist
 
@@ -190,6 +204,12 @@ def build_data_parallel(env: DistEnv, store: Any, scenario: Any):
     backend = process_group(env, store, "gloo")
     group = wrap_group(backend, dist.PrefixStore("realrun/pg", store), env.rank, env.world_size)
     _prove(env, backend)
+    if scenario.realrun.compute == "emulated":
+        from realrun.allreduce.emulated_model import EmulatedModels, rank_seconds
+
+        seconds = rank_seconds(scenario, plan.host, profile_path)
+        models = EmulatedModels(scenario.model_spec(), seconds, plan.seed, env.rank)
+        return DataParallelTrainer(group, env.rank, plan, models)
     return DataParallelTrainer(group, env.rank, plan, torch_models)
 
 
@@ -205,9 +225,10 @@ def data_parallel_plan(scenario: Any, rank: int, world_size: int, store_port: in
     check_compute(scenario)
     if scenario.realrun.device == "cuda":
         raise ValueError("realrun.device cuda: the DDP/FSDP ranks run on CPU over gloo only")
-    if scenario.model.name not in names():
+    real = scenario.realrun.compute == "real"
+    if real and scenario.model.name not in names():
         raise ValueError(f"model {scenario.model.name!r} has no torch twin in realrun")
-    if kv.mode == "zero" and scenario.model.name not in GPT2_TWINS:
+    if real and kv.mode == "zero" and scenario.model.name not in GPT2_TWINS:
         raise ValueError(
             f"kvstore.mode zero wraps GPT-2 blocks as FSDP units; {scenario.model.name!r} is not "
             "a GPT-2 (use a gpt2* model)"
@@ -284,11 +305,12 @@ def plan_from_scenario(scenario: Any, rank: int, world_size: int, local_rank: in
 
 
 def check_all_reduce_compute(scenario: Any) -> None:
-    """ValueError for what the all-reduce backend does not run (emulated compute, HSDP)."""
-    if scenario.realrun.compute != "real":
+    """ValueError for what the all-reduce backend does not run (emulated compute outside
+    DDP/FSDP, HSDP)."""
+    if scenario.realrun.compute != "real" and scenario.kvstore.mode not in ("ddp", "zero"):
         raise ValueError(
-            "realrun.compute is 'emulated', but the all-reduce backend trains for real only; "
-            "use realrun.compute=real"
+            "realrun.compute is 'emulated', but the Horovod-style all-reduce trains for real "
+            "only (DDP and FSDP emulate it: kvstore.mode ddp or zero); use realrun.compute=real"
         )
     zero = scenario.kvstore.zero
     if scenario.kvstore.mode == "zero" and zero.shard_group != "world":

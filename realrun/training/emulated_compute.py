@@ -78,7 +78,7 @@ def emulated_times_source(scenario) -> str:
 
 def emulated_device(scenario, rank: int) -> EmulatedDevice:
     """The timeline of worker ``rank`` of ``scenario`` under its ``realrun.dilation``."""
-    spec = scenario.model.spec()
+    spec = scenario.model_spec()  # at the scenario's seq_len, with checkpointing's recompute
     lay = layout(scenario)
     host = lay.hosts[lay.worker_hosts[rank]]
     gpus = lay.gpus_of(rank)

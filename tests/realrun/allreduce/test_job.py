@@ -157,9 +157,10 @@ def test_a_launch_with_the_wrong_number_of_ranks_is_a_one_line_error():
 
 
 def test_emulated_compute_is_refused_before_anything_starts(capsys):
+    """Horovod-style all-reduce trains for real only (DDP and FSDP emulate the device)."""
     assert realrun_main(["run", SCENARIO, "--set", "realrun.compute=emulated"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("realrun: realrun.compute is 'emulated', but the all-reduce backend")
+    assert err.startswith("realrun: realrun.compute is 'emulated', but the Horovod-style")
     assert err.count("\n") == 1
 
 
