@@ -172,7 +172,11 @@ class Postoffice:
                 self._window[peer] = max(window, DOUBLE_BUFFER * nbytes)
         if self.trace is not None:
             self.trace.log("post", peer, msg)
-        self._wake()
+        # A message posted by the I/O thread itself (a pull request its ack callback queues)
+        # leaves with this round's flush: waking it through the pipe cost two system calls
+        # and an extra poll round per acknowledged push.
+        if threading.current_thread() is not self._thread:
+            self._wake()
 
     def request(
         self,
@@ -316,7 +320,7 @@ class Postoffice:
         if sent is not None:
             self._in_flight[sent[0]] -= sent[1]
         if msg.kind is Kind.RECEIVED:  # the push's bytes arrived; its RESPONSE comes later
-            if sent is None:
+            if sent is None and self.scheduling == "priority":
                 log.warning("ignored RECEIVED of unknown request %d from %s", msg.request_id, peer)
             return
         if msg.kind is Kind.RESPONSE:
