@@ -30,17 +30,23 @@ it. Both runs are judged by realrun's own test (``realrun.emulated.machine_load.
 node wait for a CPU?) over their measured window; an invalid run is kept in the CSV, marked, since
 both systems alternate under the same load. Needs root (network namespaces).
 
+``--loopback`` runs both on 127.0.0.1 instead (local launcher, no namespaces, no shaping, no
+root, no load verdict): with the network out of the way, what is left is each system's own
+software cost per iteration, which ``cpu_s`` (CPU seconds of all the run's processes) shows.
+
     python benchmarks/bench_mxnet_emulated.py --mxnet-python PATH [--shapes r18-colo-1G-w2-d5]
-        [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv]
+        [--repeats 3] [--csv benchmarks/results/mxnet_emulated.csv] [--loopback]
     python benchmarks/bench_mxnet_emulated.py --from-csv benchmarks/results/mxnet_faithful*.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from realrun.campaign import PlannedRun, load_campaign  # noqa: E402
+from realrun.launching.local_launcher import LocalLauncher  # noqa: E402
 from realrun.launching.netns_launcher import NetnsLauncher  # noqa: E402
 from realrun.training.emulated_compute import emulated_device  # noqa: E402
 from simscale.model.cluster import layout  # noqa: E402
@@ -131,6 +138,9 @@ class Measurement:
     load_average_1min: float
     valid: bool  # realrun.emulated.machine_load's verdict on the measured window, for both
     invalid_reason: str
+    # CPU seconds of every process of the run (user + system, start-up included); NaN in
+    # CSV files written before it was measured.
+    cpu_s: float = float("nan")
 
 
 def planned_shapes(labels: list[str] | None, campaign: Path = CAMPAIGN) -> list[PlannedRun]:
@@ -142,13 +152,20 @@ def planned_shapes(labels: list[str] | None, campaign: Path = CAMPAIGN) -> list[
     return chosen
 
 
-def run_realrun(run: PlannedRun, out_dir: Path, repeat: int) -> Measurement:
+def children_cpu_s() -> float:
+    """User + system seconds of every child process reaped so far (and theirs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_realrun(run: PlannedRun, out_dir: Path, repeat: int, loopback: bool = False) -> Measurement:
     label = run.name.removesuffix("__r1")
     out = out_dir / f"{label}-realrun-{repeat}.json"
-    argv = [sys.executable, "-m", "realrun", "run", run.scenario, "--launcher", "netns"]
+    launcher = "local" if loopback else "netns"
+    argv = [sys.executable, "-m", "realrun", "run", run.scenario, "--launcher", launcher]
     for o in run.overrides:
         argv += ["--set", o]
-    t0, load = time.monotonic(), os.getloadavg()[0]
+    t0, load, cpu0 = time.monotonic(), os.getloadavg()[0], children_cpu_s()
     done = subprocess.run(
         [*argv, "-o", str(out), "--no-progress"],
         cwd=ROOT,
@@ -172,10 +189,13 @@ def run_realrun(run: PlannedRun, out_dir: Path, repeat: int) -> Measurement:
         load,
         bool(record.get("valid")),
         record.get("invalid_reason") or "",
+        children_cpu_s() - cpu0,
     )
 
 
-def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measurement:
+def run_mxnet(
+    run: PlannedRun, python: str, out_dir: Path, repeat: int, loopback: bool = False
+) -> Measurement:
     label = run.name.removesuffix("__r1")
     scenario = load_scenario(run.scenario, list(run.overrides))
     lay = layout(scenario)
@@ -184,7 +204,7 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
     iterations = sim.warmup_iterations + sim.measured_iterations
     opt = scenario.training.optimizer
     total_gpus = sum(lay.gpus_of(r) for r in range(workers))
-    t0, load = time.monotonic(), os.getloadavg()[0]
+    t0, load, cpu0 = time.monotonic(), os.getloadavg()[0], children_cpu_s()
     work = Path(tempfile.mkdtemp(prefix=f"mx-{label}-", dir=out_dir))
     plans = []
     for rank in range(workers):
@@ -207,7 +227,8 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
         path = work / f"plan-{rank}.json"
         path.write_text(json.dumps(plan))
         plans.append((path, d))
-    with NetnsLauncher(scenario) as launcher:
+    cluster = contextlib.nullcontext(LocalLauncher()) if loopback else NetnsLauncher(scenario)
+    with cluster as launcher:
         base = {
             "DMLC_PS_ROOT_URI": launcher.scheduler_host,
             "DMLC_PS_ROOT_PORT": "9091",
@@ -243,7 +264,9 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
                 if p.poll() != 0:
                     raise RuntimeError(f"{label}: an MXNet worker exited {p.poll()}")
             results = [json.loads((work / f"out-{r}.json").read_text()) for r in range(workers)]
-            problem = _machine_verdict(launcher, results, sim.warmup_iterations)
+            problem = (
+                None if loopback else _machine_verdict(launcher, results, sim.warmup_iterations)
+            )
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -268,6 +291,7 @@ def run_mxnet(run: PlannedRun, python: str, out_dir: Path, repeat: int) -> Measu
         load,
         problem is None,
         problem or "",
+        children_cpu_s() - cpu0,
     )
 
 
@@ -300,6 +324,12 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="+", help="campaign labels (default: every one)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--csv", help="write every measurement to this CSV file")
+    parser.add_argument(
+        "--loopback",
+        action="store_true",
+        help="every node on 127.0.0.1, unshaped and without root (what each system's "
+        "software costs per iteration; the load verdict is not applied)",
+    )
     args = parser.parse_args()
     if args.from_csv:
         for line in summary(read_csv(args.from_csv)):
@@ -307,7 +337,7 @@ def main() -> int:
         return 0
     if not args.mxnet_python:
         parser.error("--mxnet-python is required to run the benchmark")
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not args.loopback:
         print("bench_mxnet_emulated: needs root (network namespaces)", file=sys.stderr)
         return 2
     if not Path(args.mxnet_python).exists():
@@ -323,9 +353,9 @@ def main() -> int:
                 t0, load = time.monotonic(), os.getloadavg()[0]
                 try:
                     m = (
-                        run_mxnet(run, args.mxnet_python, out_dir, repeat)
+                        run_mxnet(run, args.mxnet_python, out_dir, repeat, args.loopback)
                         if system == "mxnet"
-                        else run_realrun(run, out_dir, repeat)
+                        else run_realrun(run, out_dir, repeat, args.loopback)
                     )
                 except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
                     # A failed run is a result too: kept, marked, and the campaign goes on.
@@ -339,7 +369,8 @@ def main() -> int:
                 sink.write(m)
                 print(
                     f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
-                    f"(iteration {m.mean_iteration_s:.3f} s, load {m.load_average_1min:.1f}"
+                    f"(iteration {m.mean_iteration_s:.3f} s, {m.cpu_s:.1f} CPU s, "
+                    f"load {m.load_average_1min:.1f}"
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
@@ -400,6 +431,7 @@ def read_csv(paths: list[str]) -> list[Measurement]:
                     float(r["load_average_1min"]),
                     r["valid"] == "True",
                     r["invalid_reason"],
+                    float(r.get("cpu_s") or "nan"),
                 )
             )
     return rows

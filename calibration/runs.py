@@ -144,12 +144,12 @@ def load_runs(paths: Sequence[str | Path]) -> RunSet:
     return RunSet(tuple(runs), tuple(skipped))
 
 
-# How realrun moves keys, which the simulator must model to be judged against it:
-# realrun/ps/postoffice.py sends by priority (earliest layer first) with at most
-# DEFAULT_WINDOW_BYTES (256 KiB) in flight per server (tests/calibration/test_calibration.py
-# checks it). When a worker pulls is the scenario's own kvstore.pull_request: realrun honours
-# it, and load_record gives records made before it did the ordering they really ran
-# (with_push, realrun/records/record.py).
+# How realrun moves keys, which the simulator must model to be judged against it: the
+# scenario's own kvstore.scheduling and kvstore.pull_request, which realrun honours;
+# load_record gives records made before it did the ones they really ran
+# (realrun/records/record.py: priority with a window, with_push). With "priority", a
+# send_window_mb of 0 is realrun's DEFAULT_WINDOW_BYTES (256 KiB) in flight per server
+# (realrun/ps/postoffice.py; tests/calibration/test_calibration.py checks it).
 REALRUN_SEND_WINDOW_MB = 0.25
 
 
@@ -173,11 +173,9 @@ def as_realrun_ran(s: Scenario, machine_cores: int | None = None) -> Scenario:
     process on the cores of one machine (an emulated or local cluster), and no dilation
     (dilation is how it was run, not what it describes); simulated over at least
     ``PREDICTED_ITERATIONS`` iterations."""
-    kv = replace(
-        s.kvstore,
-        scheduling="priority",
-        send_window_mb=REALRUN_SEND_WINDOW_MB,
-    )
+    kv = s.kvstore
+    if kv.scheduling == "priority" and kv.send_window_mb == 0:
+        kv = replace(kv, send_window_mb=REALRUN_SEND_WINDOW_MB)  # realrun's 0: its own default
     cluster = replace(s.cluster, shared_cpu_cores=machine_cores)
     sim = replace(
         s.simulation,

@@ -103,7 +103,7 @@ def run_worker(
     import torch
 
     from realrun.ps.kv_worker import KVWorker
-    from realrun.ps.postoffice import Postoffice
+    from realrun.ps.postoffice import Postoffice, window_bytes_for
     from realrun.ps.tracker import JobAborted
     from realrun.records.timeline import rank_tracing
     from realrun.training import torch_models
@@ -120,6 +120,7 @@ def run_worker(
         scenario = load_scenario(scenario_path, overrides)
         plan, bound, threshold = plan_from_scenario(scenario, rank)
         torch.set_num_threads(scenario.realrun.threads_per_worker)
+        po.schedule(scenario.kvstore.scheduling, window_bytes_for(scenario.kvstore.send_window_mb))
         kv = KVWorker(po, bound, threshold, scenario.kvstore.pull_request)
         if scenario.realrun.compute == "emulated":
             if profile_path is not None:  # times measured on this machine's device
@@ -134,7 +135,8 @@ def run_worker(
                 )
         else:
             trainer = Trainer(kv, plan, torch_models)
-        po.report({"type": "environment", **environment(), **trainer.describe()})
+        sending = {"scheduling": po.scheduling, "send_window_bytes": po.window_bytes}
+        po.report({"type": "environment", **environment(), **trainer.describe(), **sending})
         trainer.run(lambda t: po.report({"type": "iteration", **asdict(t)}))
         if rank_tracing() and isinstance(trainer, Trainer):  # real compute only
             po.report({"type": "trace", **trainer.recorder.report()})

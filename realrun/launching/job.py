@@ -367,6 +367,9 @@ class Job:
             # How the workers ordered each key's pull (realrun.ps.kv_worker); records without
             # it pipelined the pull behind the push (realrun.records.record.PULL_REQUEST_BEFORE).
             "pull_request": s.kvstore.pull_request,
+            # How the workers' messages left (realrun.ps.postoffice); records without it sent by
+            # priority with a 256 KiB window (realrun.records.record.SCHEDULING_BEFORE).
+            "scheduling": s.kvstore.scheduling,
             "workers": {str(k): v for k, v in sorted(self.state.environments.items())},
             "nodes": self.state.nodes,
             "compute": "emulated" if self.emulated else "real",

@@ -15,6 +15,7 @@ A push is acknowledged in one of two ways, as the worker asks (``kvstore.pull_re
   then a RECEIVED tells the worker the bytes arrived, so that they leave its send window: a
   window held until other workers push could deadlock two workers whose priorities reorder their
   pushes differently (ps-lite has no window; TCP's own acknowledgement plays RECEIVED's part).
+  A worker without a window ("fifo" scheduling) flags its pushes ``NO_RECEIVED`` and gets none.
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ class KVServer:
         ack = Message(Kind.RESPONSE, msg.request_id, msg.key, msg.start, msg.stop)
         if msg.flags & Flag.ACK_AFTER_UPDATE and s.version < needed:
             s.waiting.append((who, msg.request_id, needed, False))
+            if msg.flags & Flag.NO_RECEIVED:
+                return self._answer_waiting(s)
             ack = replace(ack, kind=Kind.RECEIVED)
         return [(who, ack), *self._answer_waiting(s)]
 

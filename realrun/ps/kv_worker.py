@@ -125,6 +125,10 @@ class KVWorker:
             self._push(key, flat, parts, handle, priority)
             self._pull(key, flat_out, parts, handle, priority)
             return handle
+        # Without a send window (fifo) nothing waits for RECEIVED: the server sends none.
+        ack_flags = Flag.ACK_AFTER_UPDATE
+        if self.po.scheduling == "fifo":
+            ack_flags |= Flag.NO_RECEIVED
         for p in parts:
             self._push(
                 key,
@@ -132,7 +136,7 @@ class KVWorker:
                 (p,),
                 handle,
                 priority,
-                Flag.ACK_AFTER_UPDATE,
+                ack_flags,
                 # Runs on the I/O thread when the ack arrives: the slice's pull goes out then.
                 lambda _ack, p=p: self._pull(key, flat_out, (p,), handle, priority),
             )

@@ -68,6 +68,9 @@ class Flag:
     # A push answered as MXNet's server answers it: RESPONSE once the update that includes it
     # is done (in sync mode, after every worker's push of the round), RECEIVED before that.
     ACK_AFTER_UPDATE = 2
+    # With ACK_AFTER_UPDATE: no RECEIVED before the RESPONSE. A worker sending "fifo" keeps no
+    # send window, so RECEIVED would be a message per push that nobody needs (ps-lite has none).
+    NO_RECEIVED = 4
 
 
 class MessageError(ValueError):

@@ -1,10 +1,14 @@
 """A node's link to the job (ps-lite's Postoffice): registration, ranks, barriers, heartbeats,
 and the one I/O thread that owns every socket of a worker or server.
 
-Other threads never touch a socket: they ``post`` messages into per-peer priority queues and
-wait on handles. The I/O thread sends the highest-priority message first and keeps at most
-``window_bytes`` unacknowledged per server, so that a late, high-priority key (the first
-layer's) overtakes a queue of low-priority bytes instead of waiting behind them.
+Other threads never touch a socket: they ``post`` messages into per-peer queues and wait on
+handles. How the I/O thread empties the queues is the scenario's ``kvstore.scheduling``:
+
+- ``"priority"`` (P3): the highest-priority message first, and at most ``window_bytes``
+  unacknowledged per server, so that a late, high-priority key (the first layer's) overtakes a
+  queue of low-priority bytes instead of waiting behind them.
+- ``"fifo"`` (MXNet over ps-lite): every message goes to zmq as soon as it is posted, in the
+  order posted; priorities are ignored and nothing waits for an acknowledgement.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from realrun.ps.message import Kind, Message
 from realrun.ps.msgtrace import trace_from_environment
@@ -46,6 +51,16 @@ DEFAULT_WINDOW_BYTES = 256 << 10
 # Jobs whose slices all fit in the window (the measurement above) keep exactly their window.
 DOUBLE_BUFFER = 2
 SCHEDULER = "scheduler"
+
+# How queued messages leave (module docstring; simscale.spec.scenario, kvstore.scheduling).
+Scheduling = Literal["fifo", "priority"]
+
+
+def window_bytes_for(send_window_mb: float) -> int:
+    """The per-server window of a scenario's ``kvstore.send_window_mb`` (MiB, as the simulator
+    reads it); 0, the field's default, is realrun's own ``DEFAULT_WINDOW_BYTES``."""
+    return int(send_window_mb * 2**20) if send_window_mb > 0 else DEFAULT_WINDOW_BYTES
+
 
 # A server's request handler: one incoming message in, the answers (to ROUTER identities) out.
 Handler = Callable[[Incoming], list[tuple[bytes, Message]]]
@@ -83,10 +98,12 @@ class Postoffice:
         env: NodeEnv,
         handler: Handler | None = None,
         window_bytes: int = DEFAULT_WINDOW_BYTES,
+        scheduling: Scheduling = "priority",
     ) -> None:
         self.env = env
         self.handler = handler
         self.window_bytes = window_bytes
+        self.scheduling: Scheduling = scheduling
         self.tracker = Tracker()
         self.van = Van(
             env.secret_key,
@@ -110,6 +127,7 @@ class Postoffice:
         self._identity = f"{env.role}-{self.hostname}-{os.getpid()}-{secrets.token_hex(3)}"
         self.trace = trace_from_environment(env.role)
         self._warn = RateLimitedLog(log)
+        self.schedule(scheduling, window_bytes)
 
     # ---- used from any thread ----
 
@@ -127,21 +145,38 @@ class Postoffice:
         assert self.assignment is not None
         return self.assignment
 
+    def schedule(self, scheduling: Scheduling, window_bytes: int = DEFAULT_WINDOW_BYTES) -> None:
+        """Choose how queued messages leave (module docstring); before the first request."""
+        if scheduling not in ("fifo", "priority"):
+            raise ValueError(f"scheduling {scheduling!r}, expected fifo or priority")
+        if window_bytes <= 0:
+            raise ValueError(f"window_bytes {window_bytes}, expected a positive byte count")
+        with self._lock:
+            self.scheduling = scheduling
+            self.window_bytes = window_bytes
+            self._window.clear()
+
     def post(self, peer: str, msg: Message, priority: int = 0) -> None:
-        """Queue ``msg`` for ``peer``; higher ``priority`` leaves first."""
+        """Queue ``msg`` for ``peer``; with "priority" scheduling, higher ``priority`` first."""
         if self.error is not None:
             raise JobAborted(self.error)
         nbytes = msg.nbytes
+        fifo = self.scheduling == "fifo"
         with self._lock:
             heapq.heappush(
-                self._queues.setdefault(peer, []), (-priority, next(self._seq), msg, nbytes)
+                self._queues.setdefault(peer, []),
+                (0 if fifo else -priority, next(self._seq), msg, nbytes),
             )
-            if nbytes > self.window_bytes:
+            if not fifo and nbytes > self.window_bytes:
                 window = self._window.get(peer, self.window_bytes)
                 self._window[peer] = max(window, DOUBLE_BUFFER * nbytes)
         if self.trace is not None:
             self.trace.log("post", peer, msg)
-        self._wake()
+        # A message posted by the I/O thread itself (a pull request its ack callback queues)
+        # leaves with this round's flush: waking it through the pipe cost two system calls
+        # and an extra poll round per acknowledged push.
+        if threading.current_thread() is not self._thread:
+            self._wake()
 
     def request(
         self,
@@ -285,7 +320,7 @@ class Postoffice:
         if sent is not None:
             self._in_flight[sent[0]] -= sent[1]
         if msg.kind is Kind.RECEIVED:  # the push's bytes arrived; its RESPONSE comes later
-            if sent is None:
+            if sent is None and self.scheduling == "priority":
                 log.warning("ignored RECEIVED of unknown request %d from %s", msg.request_id, peer)
             return
         if msg.kind is Kind.RESPONSE:
@@ -320,6 +355,9 @@ class Postoffice:
     def _flush(self) -> None:
         with self._lock:
             ready: list[tuple[str, Message]] = []
+            if self.scheduling == "fifo":  # ps-lite: everything, in the order posted
+                for peer, heap in self._queues.items():
+                    ready.extend((peer, heapq.heappop(heap)[2]) for _ in range(len(heap)))
             for peer, heap in self._queues.items():
                 busy = self._in_flight.get(peer, 0)
                 window = self._window.get(peer, self.window_bytes)

@@ -212,6 +212,10 @@ class Van:
             if not isinstance(sock, zmq.Socket):
                 continue
             for _ in range(RECV_BATCH):
+                # Asking first is cheaper than the zmq.Again a drained socket raises, which
+                # every socket of every poll round used to end with.
+                if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+                    break
                 try:
                     frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
                 except zmq.Again:

@@ -26,6 +26,11 @@ SCHEMA_VERSION = 1
 # ``kvstore.pull_request``: pipelined behind the push, whatever the scenario said (every record
 # whose environment has no ``pull_request``, runs/emulated-v2's among them).
 PULL_REQUEST_BEFORE = "with_push"
+# How a record's workers sent before realrun honoured ``kvstore.scheduling``: by priority, with
+# its 256 KiB window per server (realrun.ps.postoffice.DEFAULT_WINDOW_BYTES), whatever the
+# scenario said (every record whose environment has no ``scheduling``: runs/emulated-v2's, and
+# benchmarks/results/mxnet_emulated*.csv's realrun rows before it).
+SCHEDULING_BEFORE = ("priority", 0.25)
 
 
 class RecordError(ValueError):
@@ -229,14 +234,21 @@ def record_from_dict(data: Any) -> RunRecord:
 
 
 def _as_ran(scenario: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
-    """The scenario with the pull ordering its workers really used: a record written before
-    realrun honoured ``kvstore.pull_request`` says the field's default, ``after_ack``, yet
-    pipelined its pulls (``PULL_REQUEST_BEFORE``)."""
+    """The scenario with the pull ordering and send scheduling its workers really used: a
+    record written before realrun honoured ``kvstore.pull_request`` says the field's default,
+    ``after_ack``, yet pipelined its pulls (``PULL_REQUEST_BEFORE``); one written before it
+    honoured ``kvstore.scheduling`` sent by priority with a window (``SCHEDULING_BEFORE``)."""
     kv = scenario.get("kvstore")
     ps_job = isinstance(kv, dict) and str(kv.get("mode", "dist_sync")).startswith("dist_")
-    if not ps_job or "pull_request" in environment:
+    if not ps_job:
         return scenario
-    return {**scenario, "kvstore": {**kv, "pull_request": PULL_REQUEST_BEFORE}}
+    assert isinstance(kv, dict)
+    ran = dict(kv)
+    if "pull_request" not in environment:
+        ran["pull_request"] = PULL_REQUEST_BEFORE
+    if "scheduling" not in environment:
+        ran["scheduling"], ran["send_window_mb"] = SCHEDULING_BEFORE
+    return scenario if ran == kv else {**scenario, "kvstore": ran}
 
 
 def _require(data: dict, cls: type, where: str) -> None:

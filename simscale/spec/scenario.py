@@ -423,7 +423,8 @@ class KVStoreConfig:
     # connection), or "priority" as P3/ByteScheduler (control first, then earliest layer).
     scheduling: Literal["fifo", "priority"] = "fifo"
     # With "priority": data bytes a connection may have in flight before later messages wait in
-    # the application queue (0: one message at a time, P3's credit; realrun uses 0.25).
+    # the application queue (0: one message at a time, P3's credit; realrun, which honours both
+    # fields, reads 0 as its own 0.25).
     send_window_mb: float = field(default=0.0, metadata=between(0.0, MAX_MB, "MB"))
     # When a worker asks for a key's new weights: "after_ack" as MXNet (the pull depends on the
     # push, whose ack the server sends after the update), or "with_push" as BytePS and realrun's

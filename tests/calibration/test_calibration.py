@@ -97,9 +97,13 @@ def write_synthetic(folder: Path, scenarios: list[Scenario], costs: CostModel) -
         record = RunRecord(
             schema_version=SCHEMA_VERSION,
             scenario=s.to_dict(),
-            # As realrun writes it: the ordering it honoured (load_record reads a record
-            # without it as made before realrun did, pipelined).
-            environment={"synthetic": True, "pull_request": s.kvstore.pull_request},
+            # As realrun writes it: the ordering and scheduling it honoured (load_record
+            # reads a record without them as made before realrun did: pipelined, priority).
+            environment={
+                "synthetic": True,
+                "pull_request": s.kvstore.pull_request,
+                "scheduling": s.kvstore.scheduling,
+            },
             iterations=tuple(timings),
             summary=summarize(timings, 1, samples),
             complete=True,
@@ -334,13 +338,15 @@ def test_profile_file_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_calibration_models_realrun_protocol_as_realrun_implements_it() -> None:
-    """Runs are simulated with realrun's send window and scheduling, and with the pull
-    ordering their scenario states (realrun honours kvstore.pull_request)."""
+    """Runs are simulated with the scheduling and pull ordering their scenario states (realrun
+    honours both), and "priority" with no window given is realrun's default window."""
     from calibration.runs import REALRUN_SEND_WINDOW_MB
     from realrun.ps.postoffice import DEFAULT_WINDOW_BYTES
 
     assert REALRUN_SEND_WINDOW_MB * 2**20 == DEFAULT_WINDOW_BYTES
     for ordering in ("after_ack", "with_push"):
-        shape = replace(SHAPES[0], kvstore=replace(SHAPES[0].kvstore, pull_request=ordering))
-        s = as_realrun_ran(shape)
-        assert (s.kvstore.scheduling, s.kvstore.pull_request) == ("priority", ordering)
+        for scheduling, window_mb in (("fifo", 0.0), ("priority", REALRUN_SEND_WINDOW_MB)):
+            kv = replace(SHAPES[0].kvstore, pull_request=ordering, scheduling=scheduling)
+            s = as_realrun_ran(replace(SHAPES[0], kvstore=kv))
+            assert (s.kvstore.scheduling, s.kvstore.pull_request) == (scheduling, ordering)
+            assert s.kvstore.send_window_mb == window_mb

@@ -47,6 +47,9 @@ def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tm
     assert record.environment["launcher"] == "local"
     assert record.environment["pull_request"] == "after_ack"  # MXNet's ordering, the default
     assert record.environment["workers"]["0"]["torch_threads"] == 1
+    # kvstore.scheduling's default, honoured by every worker: ps-lite's order, no window.
+    assert record.environment["scheduling"] == "fifo"
+    assert record.environment["workers"]["1"]["scheduling"] == "fifo"
     # 2 workers x (2 warm-up + 10 measured) iterations, each reported once.
     assert sorted((t.worker, t.iteration) for t in record.iterations) == [
         (w, i) for w in range(2) for i in range(12)

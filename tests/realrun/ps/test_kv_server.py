@@ -60,7 +60,9 @@ def test_a_second_init_does_not_overwrite_the_trained_value():
     assert send(s, W0, Kind.PULL, 5) == [(W0, Kind.RESPONSE, 5, [7, 7])]
 
 
-def push_after_update(server: KVServer, who: bytes, rid: int, value):
+def push_after_update(
+    server: KVServer, who: bytes, rid: int, value, flags: int = Flag.ACK_AFTER_UPDATE
+):
     """A push flagged as MXNet's worker expects it answered: after the update."""
     msg = Message(
         Kind.PUSH,
@@ -68,7 +70,7 @@ def push_after_update(server: KVServer, who: bytes, rid: int, value):
         key=0,
         start=0,
         stop=2,
-        flags=Flag.ACK_AFTER_UPDATE,
+        flags=flags,
         arrays=(np.asarray(value, dtype=np.float32),),
     )
     return [(to, m.kind, m.request_id) for to, m in server.handle(Incoming(msg, identity=who))]
@@ -85,6 +87,20 @@ def test_a_sync_push_flagged_ack_after_update_is_acknowledged_when_its_round_is_
     assert push_after_update(s, W1, 4, [2, 2]) == [(W1, Kind.RESPONSE, 4), (W0, Kind.RESPONSE, 3)]
     # The pull each worker sends on that ack is answered at once with the round's sum.
     assert send(s, W0, Kind.PULL, 5) == [(W0, Kind.RESPONSE, 5, [3, 3])]
+
+
+def test_a_worker_without_a_send_window_gets_no_received_before_the_ack():
+    """A "fifo" worker (ps-lite's sending) has no window to credit: the server sends only the
+    RESPONSE after the update, as MXNet's does."""
+    s = KVServer(num_workers=2)
+    send(s, W0, Kind.CONFIGURE, 1, body={"sync": True, "optimizer": None})
+    send(s, W0, Kind.INIT, 2, [0, 0])
+    flags = Flag.ACK_AFTER_UPDATE | Flag.NO_RECEIVED
+    assert push_after_update(s, W0, 3, [1, 1], flags) == []
+    assert push_after_update(s, W1, 4, [2, 2], flags) == [
+        (W1, Kind.RESPONSE, 4),
+        (W0, Kind.RESPONSE, 3),
+    ]
 
 
 def test_a_push_a_round_ahead_is_acknowledged_after_its_own_round():

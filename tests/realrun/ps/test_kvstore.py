@@ -54,10 +54,17 @@ def test_a_big_array_is_split_over_every_server_and_small_ones_go_where_assign_k
 
 
 @pytest.mark.parametrize(
-    ("message_mac", "pull_request"),  # realrun.auth's two tag modes; both pull orderings
-    [("header", "after_ack"), ("full", "with_push")],
+    # realrun.auth's two tag modes; both pull orderings; both send schedulings
+    ("message_mac", "pull_request", "scheduling"),
+    [
+        ("header", "after_ack", "priority"),
+        ("full", "with_push", "priority"),
+        ("header", "after_ack", "fifo"),
+    ],
 )
-def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_mac, pull_request):
+def test_dist_sync_sums_every_workers_push_before_one_update_per_round(
+    message_mac, pull_request, scheduling
+):
     workers, rounds, n = 3, 4, 1500  # split over both servers
     lr, momentum, wd = 0.1, 0.9, 0.01
     w0 = np.linspace(-1, 1, n, dtype=np.float32)
@@ -66,6 +73,7 @@ def test_dist_sync_sums_every_workers_push_before_one_update_per_round(message_m
         return np.full(n, (rank + 1) * 0.01 * (r + 1), dtype=np.float32) + w0
 
     def train(po):
+        po.schedule(scheduling)
         kv = KVWorker(po, bigarray_bound=BOUND, pull_request=pull_request)
         kv.configure(True, SGD(lr, momentum, wd)).wait(10)
         kv.init(0, w0).wait(10)

@@ -1,12 +1,14 @@
-"""The worker's send queue: highest priority first, and a bounded number of bytes in flight per
-server, so that a late high-priority key overtakes low-priority bytes still waiting."""
+"""The worker's send queue: with "priority" scheduling, highest priority first and a bounded
+number of bytes in flight per server, so that a late high-priority key overtakes low-priority
+bytes still waiting; with "fifo", everything at once in the order posted, as ps-lite."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from realrun.ps.message import Kind, Message
-from realrun.ps.postoffice import Postoffice
+from realrun.ps.postoffice import DEFAULT_WINDOW_BYTES, Postoffice, window_bytes_for
 from realrun.ps.roles import NodeEnv
 from realrun.ps.tracker import Handle
 
@@ -104,3 +106,33 @@ def test_slices_bigger_than_the_window_are_double_buffered():
     po._from_server("server-0", Message(Kind.RESPONSE, po.van.request_ids[0]))
     po._flush()
     assert [key for _, key in po.van.sent] == [1, 2, 9, 3]
+
+
+def test_fifo_sends_every_message_at_once_in_the_order_posted():
+    """kvstore.scheduling "fifo" is ps-lite's: no window, no reordering by priority."""
+    po = Postoffice(
+        NodeEnv("worker", "127.0.0.1", 1, 1, 1, "127.0.0.1"), window_bytes=MB, scheduling="fifo"
+    )
+    po.van.close()
+    po.van = RecordingVan()
+    handle = Handle(4, "pushes")
+    megabyte = np.zeros(MB // 4, dtype=np.float32)
+    for key, priority in ((9, -9), (8, -8), (0, 0), (7, -7)):
+        po.request("server-0", Message(Kind.PUSH, key=key, arrays=(megabyte,)), handle, priority)
+    po._flush()
+    assert [key for _, key in po.van.sent] == [9, 8, 0, 7]  # 4 MB out, four times the window
+
+
+def test_scheduling_is_chosen_once_the_scenario_is_known():
+    """A worker learns the scenario after registering: ``schedule`` switches it, and a
+    scenario's send_window_mb of 0 is realrun's own window."""
+    po = Postoffice(NodeEnv("worker", "127.0.0.1", 1, 1, 1, "127.0.0.1"))
+    po.van.close()
+    assert (po.scheduling, po.window_bytes) == ("priority", DEFAULT_WINDOW_BYTES)
+    po.schedule("fifo")
+    assert po.scheduling == "fifo"
+    po.schedule("priority", window_bytes_for(2.0))
+    assert (po.scheduling, po.window_bytes) == ("priority", 2 * MB)
+    assert window_bytes_for(0.0) == DEFAULT_WINDOW_BYTES
+    with pytest.raises(ValueError, match="scheduling 'lifo', expected fifo or priority"):
+        po.schedule("lifo")  # type: ignore[arg-type]

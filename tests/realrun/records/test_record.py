@@ -139,7 +139,24 @@ def test_a_record_from_before_realrun_honoured_pull_request_says_it_pipelined_it
 
 @pytest.mark.parametrize("ran", ["after_ack", "with_push"])
 def test_a_record_that_names_its_pull_ordering_loads_as_written(tmp_path, ran):
-    rec = record(scenario=ps_scenario(ran), environment={"launcher": "local", "pull_request": ran})
+    env = {"launcher": "local", "pull_request": ran, "scheduling": "fifo"}
+    rec = record(scenario=ps_scenario(ran), environment=env)
+    assert load_record(write_record(rec, tmp_path / "new.json")) == rec
+
+
+def test_a_record_from_before_realrun_honoured_scheduling_says_it_sent_by_priority(tmp_path):
+    """Until realrun followed kvstore.scheduling, every worker sent by priority with a 256 KiB
+    window per server, while its record kept the field's default, fifo (runs/emulated-v2)."""
+    env = {"launcher": "local", "pull_request": "after_ack"}
+    path = write_record(record(scenario=ps_scenario(), environment=env), tmp_path / "old.json")
+    kv = load_record(path).scenario["kvstore"]
+    assert (kv["scheduling"], kv["send_window_mb"]) == ("priority", 0.25)
+
+
+def test_a_record_that_names_its_scheduling_keeps_the_scenario_s(tmp_path):
+    kv = {"mode": "dist_sync", "scheduling": "priority", "send_window_mb": 4.0}
+    env = {"launcher": "local", "pull_request": "after_ack", "scheduling": "priority"}
+    rec = record(scenario={"name": "x", "kvstore": kv}, environment=env)
     assert load_record(write_record(rec, tmp_path / "new.json")) == rec
 
 
