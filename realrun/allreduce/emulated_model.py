@@ -19,7 +19,7 @@ Times come from ``realrun.compute_times`` as the parameter-server path takes the
 timed on this machine (``realrun.training.compute_profile``), both times the dilation.
 
 FSDP wraps every layer the zoo names as a block (``EmulatedBlock``; the rest stays in the root
-unit), the units simscale models (``simscale.comm.sharded.root_layers``).
+unit), the units simscale models (``simscale.zoo.fsdp_units.root_layers``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import torch
 from torch import Tensor, nn
 
 from realrun.training.compute_profile import ComputeProfile
-from simscale.comm.sharded import root_layers
 from simscale.zoo import ModelSpec
+from simscale.zoo.fsdp_units import root_layers
 
 GRADIENT_SCALE = 1e-3  # synthetic gradients: small enough that SGD weights stay finite
 INIT_STD = 0.02  # GPT-2's initialiser; the values only need to be finite and shared

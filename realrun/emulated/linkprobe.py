@@ -46,6 +46,9 @@ class Throughput:
 
     bytes_received: int
     seconds: float
+    # CLOCK_MONOTONIC at the first byte (system-wide, so streams received in different
+    # namespaces share it): lets concurrent streams be judged over their common window.
+    first_byte_s: float = 0.0
 
     @property
     def rate_mbit(self) -> float:
@@ -99,7 +102,7 @@ def bulk_receive(port: int, timeout_s: float) -> dict[str, Any]:
             received += count
     if first is None or last is None or last <= first:
         raise RuntimeError(f"bulk receiver got too little to time ({received} bytes)")
-    return {"bytes": received, "seconds": last - first}
+    return {"bytes": received, "seconds": last - first, "first_byte_s": first}
 
 
 def bulk_send(address: str, port: int, duration_s: float, max_bytes: int) -> dict[str, Any]:
@@ -236,7 +239,11 @@ def measure_throughput(
         ),
         timeout_s,
     )
-    return Throughput(bytes_received=received["bytes"], seconds=received["seconds"])
+    return Throughput(
+        bytes_received=received["bytes"],
+        seconds=received["seconds"],
+        first_byte_s=float(received.get("first_byte_s", 0.0)),
+    )
 
 
 def measure_round_trip(

@@ -53,7 +53,6 @@ The optimizer step itself runs on the worker once its gradients are reduced
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +62,7 @@ from simscale.comm.allreduce import AllReduce
 from simscale.comm.communicator import Done
 from simscale.spec.scenario import Scenario
 from simscale.zoo import ModelSpec
+from simscale.zoo.fsdp_units import root_layers
 
 MIB = 2**20
 HALF = 0.5  # a reduce-scatter or an all-gather: half an all-reduce's ring steps
@@ -212,21 +212,6 @@ class Zero12Member:
 
 
 ROOT_UNIT = -1  # the tag of FSDP's root unit (root_layers)
-
-
-def root_layers(model: ModelSpec) -> list[int]:
-    """The layers FSDP's root unit holds when each transformer block is wrapped (realrun's
-    ``ModuleWrapPolicy({Block})``, llm-foundry's and torchtitan's per-block wrapping):
-    everything that is not a block, such as the embeddings, the final norm and the head. A
-    block is a zoo layer named with its index (``transformer.h.3``, ``encoder_layer_3``). A
-    model with no blocks (the convolutional zoo) is wrapped layer by layer: no root."""
-    blocks = [bool(_BLOCK.search(layer.name)) for layer in model.layers]
-    if not any(blocks):
-        return []
-    return [i for i, block in enumerate(blocks) if not block]
-
-
-_BLOCK = re.compile(r"[._]\d+$")
 
 
 class Zero3Member:

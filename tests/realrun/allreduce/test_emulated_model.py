@@ -29,8 +29,8 @@ from realrun.allreduce.emulated_model import (  # noqa: E402
     measured_seconds,
 )
 from realrun.training.compute_profile import ComputeProfile, LayerTime  # noqa: E402
-from simscale.comm.sharded import root_layers  # noqa: E402
 from simscale.zoo import ModelSpec  # noqa: E402
+from simscale.zoo.fsdp_units import root_layers  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 
 MODEL, SEED, LR, RANKS, ITERATIONS, WARMUP = "gpt2_tiny", 3, 0.1, 2, 3, 1

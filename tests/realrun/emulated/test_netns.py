@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -292,6 +292,15 @@ def test_nics_are_full_duplex(two_hosts_100mbit: EmulatedCluster) -> None:
     assert backward.rate_mbit >= 85.0, backward
 
 
+def _together_mbit(flows: Sequence[Throughput]) -> float:
+    """Both streams' bytes over the window from the first one's first byte to the last one's
+    last: summing each stream's own rate over-counts when a loaded machine starts them apart
+    (73.5 + 30.5 Mbit/s seen on a 100 Mbit/s link, the windows 0.56 s apart)."""
+    start = min(f.first_byte_s for f in flows)
+    end = max(f.first_byte_s + f.seconds for f in flows)
+    return sum(f.bytes_received for f in flows) * 8 / (end - start) / 1e6
+
+
 @pytest.mark.netns
 @pytest.mark.slow
 @needs_netns
@@ -306,9 +315,9 @@ def test_two_senders_share_the_receivers_nic(root_untouched: None) -> None:
                 lambda: measure_throughput(cluster, "a", "c", duration_s=4.0, port=45_021),
                 lambda: measure_throughput(cluster, "b", "c", duration_s=4.0, port=45_022),
             ),
-            lambda flows: sum(f.rate_mbit for f in flows) >= 90.0,
+            lambda flows: _together_mbit(flows) >= 90.0,
         )
-    assert 90.0 <= sum(flow.rate_mbit for flow in flows) <= 101.0, flows
+    assert 90.0 <= _together_mbit(flows) <= 101.0, flows
     # Over seconds, TCP over a drop-tail queue splits unevenly (70/30 seen in 3 runs), so
     # "neither starves" is all that can be asked; max-min fairness is the simulator's idealisation.
     assert min(flow.rate_mbit for flow in flows) >= 15.0, flows
