@@ -9,6 +9,7 @@ import threading
 
 import torch.distributed as dist
 
+from realrun.allreduce.data_parallel import wrap_group
 from realrun.allreduce.layout import RankSlot, process_layout
 from realrun.allreduce.trainer import AllreducePlan, AllreduceTrainer
 from realrun.ps.optimizer import SGD
@@ -85,3 +86,18 @@ def train_in_threads(
     assert not errors, errors
     assert len(results) == len(slots), "a rank did not finish"
     return [results[r] for r in range(len(slots))]
+
+
+def loopback_data_parallel_group(
+    rank: int, ranks: int, port: int, timeout_s: float
+) -> dist.ProcessGroup:
+    """Rank ``rank`` of a gloo group of ``ranks`` processes on 127.0.0.1, rendezvous at
+    ``port`` (rank 0 hosts the store), wrapped as the DDP/FSDP trainer uses it."""
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store = dist.TCPStore("127.0.0.1", port, ranks, rank == 0, timeout=timeout)
+    prefixed = dist.PrefixStore("pg", store)
+    options = dist.ProcessGroupGloo._Options()
+    options._timeout = timeout
+    options._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
+    backend = dist.ProcessGroupGloo(prefixed, rank, ranks, options)
+    return wrap_group(backend, prefixed, rank, ranks)

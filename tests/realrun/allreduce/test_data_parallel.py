@@ -7,23 +7,21 @@ Each rank is a separate process (torch.multiprocessing) with its own gloo group 
 
 from __future__ import annotations
 
-import datetime
 import socket
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is in the realrun extra")
 
-import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from realrun.allreduce.data_parallel import (  # noqa: E402
     DataParallelPlan,
     DataParallelTrainer,
-    wrap_group,
 )
 from realrun.training import torch_models  # noqa: E402
 from realrun.training.overlap import batch_seed  # noqa: E402
+from tests.support.training import loopback_data_parallel_group  # noqa: E402
 
 # Each test trains torch models in several processes: 15-19 CPU s apiece.
 pytestmark = pytest.mark.slow
@@ -56,14 +54,7 @@ def plan(mode: str, rank: int, stage: int = 3, micro_batches: int = 1, store_por
 
 
 def _rank(rank: int, port: int, mode: str, stage: int, micro: int, out: str) -> None:
-    timeout = datetime.timedelta(seconds=120)
-    store = dist.TCPStore("127.0.0.1", port, RANKS, rank == 0, timeout=timeout)
-    prefixed = dist.PrefixStore("pg", store)
-    options = dist.ProcessGroupGloo._Options()
-    options._timeout = timeout
-    options._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
-    backend = dist.ProcessGroupGloo(prefixed, rank, RANKS, options)
-    group = wrap_group(backend, prefixed, rank, RANKS)
+    group = loopback_data_parallel_group(rank, RANKS, port, timeout_s=120)
     torch.set_num_threads(1)
     trainer = DataParallelTrainer(group, rank, plan(mode, rank, stage, micro, port), torch_models)
     timings = trainer.run()

@@ -4,7 +4,6 @@ over gloo sending the bytes of the mode's traffic formula."""
 
 from __future__ import annotations
 
-import datetime
 import socket
 import time
 
@@ -13,13 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is in the realrun extra")
 
-import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from realrun.allreduce.data_parallel import (  # noqa: E402
     DataParallelPlan,
     DataParallelTrainer,
-    wrap_group,
 )
 from realrun.allreduce.emulated_model import (  # noqa: E402
     GRADIENT_SCALE,
@@ -32,6 +29,7 @@ from realrun.training.compute_profile import ComputeProfile, LayerTime  # noqa: 
 from simscale.zoo import ModelSpec  # noqa: E402
 from simscale.zoo.fsdp_units import root_layers  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
+from tests.support.training import loopback_data_parallel_group  # noqa: E402
 
 MODEL, SEED, LR, RANKS, ITERATIONS, WARMUP = "gpt2_tiny", 3, 0.1, 2, 3, 1
 SCENARIO = str(ROOT / "scenarios" / "emulated" / "gpt2-tiny-ddp.yaml")
@@ -193,14 +191,7 @@ def plan(mode: str, rank: int, stage: int, store_port: int) -> DataParallelPlan:
 
 
 def _rank(rank: int, port: int, mode: str, stage: int, out: str) -> None:
-    timeout = datetime.timedelta(seconds=60)
-    store = dist.TCPStore("127.0.0.1", port, RANKS, rank == 0, timeout=timeout)
-    prefixed = dist.PrefixStore("pg", store)
-    options = dist.ProcessGroupGloo._Options()
-    options._timeout = timeout
-    options._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
-    backend = dist.ProcessGroupGloo(prefixed, rank, RANKS, options)
-    group = wrap_group(backend, prefixed, rank, RANKS)
+    group = loopback_data_parallel_group(rank, RANKS, port, timeout_s=60)
     torch.set_num_threads(1)
     models = EmulatedModels(spec(), seconds(0.001, 0.002), SEED, rank)
     trainer = DataParallelTrainer(group, rank, plan(mode, rank, stage, port), models)
