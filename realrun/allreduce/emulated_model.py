@@ -29,15 +29,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from realrun.training.compute_profile import ComputeProfile
+from realrun.training.emulated_compute import synthetic_gradients
 from simscale.zoo import ModelSpec
 from simscale.zoo.fsdp_units import root_layers
 
-GRADIENT_SCALE = 1e-3  # synthetic gradients: small enough that SGD weights stay finite
 INIT_STD = 0.02  # GPT-2's initialiser; the values only need to be finite and shared
 
 
@@ -212,15 +211,13 @@ class EmulatedModels:
         """The model (parameters from torch's global RNG, as every rank seeds it alike) with
         this rank's gradients, seeded by (seed, rank): the same every step and every run."""
         spec = self.spec
-        rng = np.random.default_rng([self.seed, self.rank])
+        # The parameter-server emulated worker's gradients, drawn in the same key order.
+        drawn = iter(synthetic_gradients([a.elements for a in spec.arrays], self.seed, self.rank))
         root = set(root_layers(spec))
         layers = []
         for index, layer in enumerate(spec.layers):
             elements = [a.elements for a in layer.arrays]
-            grads = [
-                torch.from_numpy(rng.standard_normal(n, dtype=np.float32) * GRADIENT_SCALE)
-                for n in elements
-            ]
+            grads = [torch.from_numpy(next(drawn)) for _ in elements]
             # No block named (a CNN): root is empty and FSDP wraps layer by layer.
             cls = EmulatedLayer if index in root else EmulatedBlock
             layers.append(

@@ -19,13 +19,13 @@ from realrun.allreduce.data_parallel import (  # noqa: E402
     DataParallelTrainer,
 )
 from realrun.allreduce.emulated_model import (  # noqa: E402
-    GRADIENT_SCALE,
     EmulatedBlock,
     EmulatedModels,
     LayerSeconds,
     measured_seconds,
 )
 from realrun.training.compute_profile import ComputeProfile, LayerTime  # noqa: E402
+from realrun.training.emulated_compute import GRADIENT_SCALE  # noqa: E402
 from simscale.zoo import ModelSpec  # noqa: E402
 from simscale.zoo.fsdp_units import root_layers  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
