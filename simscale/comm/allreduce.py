@@ -64,6 +64,10 @@ class _Ready:
     # Of an all-reduce's ring steps between hosts, the share this collective takes (``fraction``
     # unless HSDP's: 0 for a collective inside each host, 1 for its shard's all-reduce).
     across: float = 1.0
+    # Of each host's bytes, the share one rank of a two-rank pair sends alone before the rest
+    # and the other alone after it (gloo's pairwise rendezvous: simscale.comm.sharded,
+    # GLOO_PAIR_GATHER_STAGGER); 0 for every other collective.
+    stagger: float = 0.0
 
 
 class AllReduce:
@@ -218,15 +222,17 @@ class AllReduce:
         fraction: float,
         done: Callable[[float], None],
         across: float | None = None,
+        stagger: float = 0.0,
     ) -> None:
         """One worker is ready for the collective ``tag`` over ``nbytes`` (``fraction`` of an
         all-reduce's traffic inside a host, ``across`` of its ring steps between hosts, by
-        default ``fraction`` too); it runs, in turn, once every worker is."""
+        default ``fraction`` too; ``stagger``: ``_Ready.stagger``); it runs, in turn, once
+        every worker is."""
         entry = self.pending.get(tag)
         now = self.env.now
         if entry is None:
             share = fraction if across is None else across
-            entry = self.pending[tag] = _Ready(it, key, nbytes, 0, [], fraction, share)
+            entry = self.pending[tag] = _Ready(it, key, nbytes, 0, [], fraction, share, stagger)
         entry.count += 1
         entry.done.append((now, done))
         if entry.count == len(self.hosts):
@@ -250,6 +256,7 @@ class AllReduce:
                         total + self.queue[0].nbytes <= self.fusion_bytes
                         and self.queue[0].fraction == batch[0].fraction
                         and self.queue[0].across == batch[0].across
+                        and self.queue[0].stagger == batch[0].stagger
                     )
                 ):
                     entry = self.queue.pop(0)
@@ -258,7 +265,8 @@ class AllReduce:
                 if self.tensor_overhead_s > 0:
                     yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 started = self.env.now
-                yield from self._allreduce(total, batch[0].fraction, batch[0].across)
+                first = batch[0]
+                yield from self._allreduce(total, first.fraction, first.across, first.stagger)
                 if self.on_buffer is not None:
                     keys = [(e.it, e.key) for e in batch]
                     self.on_buffer(keys, total, started, self.env.now)
@@ -268,7 +276,11 @@ class AllReduce:
                         done(last - t)  # this worker waited for the last one to be ready
 
     def _allreduce(
-        self, nbytes: float, fraction: float = 1.0, across: float | None = None
+        self,
+        nbytes: float,
+        fraction: float = 1.0,
+        across: float | None = None,
+        stagger: float = 0.0,
     ) -> simpy.events.ProcessGenerator:
         """An all-reduce of ``nbytes``, or with ``fraction`` 1/2 its reduce-scatter or
         all-gather half (the same hops, half the ring's steps). ``across`` apart from
@@ -291,7 +303,7 @@ class AllReduce:
             yield self.env.timeout(intra * fraction / 2)  # reduce-scatter inside the host
             if w > 1:
                 steps = max(1, round(2 * (w - 1) * across))
-                yield from self._ring(w, nbytes / w, 0.0, steps=steps)
+                yield from self._ring(w, nbytes / w, 0.0, steps=steps, stagger=stagger)
             yield self.env.timeout(intra * fraction / 2)  # all-gather inside the host
         else:
             n = w * g
@@ -302,6 +314,7 @@ class AllReduce:
                 chunk / self.peer_link_Bps if g > 1 else 0.0,
                 steps=2 * (n - 1),
                 network_steps=2 * (w - 1),
+                stagger=stagger,
             )
 
     def _host_allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
@@ -329,6 +342,7 @@ class AllReduce:
         intra_step_s: float,
         steps: int | None = None,
         network_steps: int | None = None,
+        stagger: float = 0.0,
     ) -> simpy.events.ProcessGenerator:
         """``steps`` ring steps, each host sending ``chunk_bytes`` to the next per step, of which
         ``network_steps`` hops cross the network (the rest stay inside a host).
@@ -342,13 +356,16 @@ class AllReduce:
         """
         steps = 2 * (w - 1) if steps is None else steps
         network_steps = steps if network_steps is None else network_steps
-        sends = [self.net.transfer(a, b, steps * chunk_bytes) for a, b in self.ring_sends]
-        if intra_step_s > 0:
-            sends.append(self.env.timeout(steps * intra_step_s))
-        if self.connection_Bps > 0 and w > 1:
-            # Each host's steps leave through its transport, which cannot go faster than this.
-            sends.append(self.transport.run(steps * chunk_bytes / self.connection_Bps))
-        yield self.env.all_of(sends)
+        per_host = steps * chunk_bytes
+        # A two-host ring's one pair (``stagger``: _Ready): one host's first share alone, ...
+        ahead = stagger * per_host if w == 2 and len(self.ring_sends) == 2 else 0.0
+        if ahead > 0:
+            yield self.env.all_of(self._sends([self.ring_sends[0]], ahead, 0.0, w))
+        yield self.env.all_of(
+            self._sends(self.ring_sends, per_host - ahead, steps * intra_step_s, w)
+        )
+        if ahead > 0:  # ... then both, then the other host's last share alone
+            yield self.env.all_of(self._sends([self.ring_sends[1]], ahead, 0.0, w))
         # Each network hop but the last also waits one latency for its chunk, and pays a send
         # cost; each hop inside a host its (much smaller) latency.
         alpha_s = self.step_latency_s + self.msg_s
@@ -356,6 +373,19 @@ class AllReduce:
         fixed_s += (steps - network_steps) * self.intra_step_s
         if steps > 1 and fixed_s > 0:
             yield self.env.timeout(fixed_s)
+
+    def _sends(
+        self, pairs: list[tuple[int, int]], nbytes: float, intra_s: float, w: int
+    ) -> list[simpy.Event]:
+        """Each pair's host sending ``nbytes`` to the next at once, over the network and its
+        transport, beside ``intra_s`` of hops inside the host."""
+        sends = [self.net.transfer(a, b, nbytes) for a, b in pairs]
+        if intra_s > 0:
+            sends.append(self.env.timeout(intra_s))
+        if self.connection_Bps > 0 and w > 1:
+            # Each host's steps leave through its transport, which cannot go faster than this.
+            sends.append(self.transport.run(nbytes / self.connection_Bps))
+        return sends
 
 
 class _Member:

@@ -46,6 +46,9 @@ torch run them, NCCL on GPUs): gloo's reduce-scatter is a whole all-reduce
 (``REDUCE_SCATTER_FRACTION``), so FSDP over gloo moves 1.5 times DDP's bytes even at stage 2.
 realrun's gpt2_tiny FULL_SHARD (94% of it in the root unit) sends 3(n-1)/n B plus (n-1)/n of
 the blocks' bytes per step, what this model sends (tests/simscale/comm/test_sharded.py).
+Between exactly two gloo ranks an all-gather also takes 1.5 times its bytes' time: gloo sends
+only into announced receives and the two ranks share one connection, so the second rank's
+announcements queue behind its own data (``GLOO_PAIR_GATHER_STAGGER``).
 
 The optimizer step itself runs on the worker once its gradients are reduced
 (simscale.model.optimizer_step: bytes over the GPU memory's bandwidth, on the rank's shard).
@@ -75,6 +78,36 @@ HALF = 0.5  # a reduce-scatter or an all-gather: half an all-reduce's ring steps
 # FSDP over gloo sends 3(n-1)/n of the gradients' bytes per step at stage 2, where NCCL's
 # ZeRO-2 sends 2(n-1)/n. All-gathers are half an all-reduce on both.
 REDUCE_SCATTER_FRACTION = {"nccl": HALF, "gloo": 1.0}
+
+# gloo's all-gather between exactly two ranks runs its two directions only half overlapped.
+# gloo's TCP transport sends a message only once the peer has announced the matching receive
+# (gloo/transport/tcp/pair.cc: ``send`` writes the data at once if the peer's
+# NOTIFY_RECV_READY has arrived, else waits for it; ``recv`` writes its NOTIFY_RECV_READY to
+# the same socket, behind whatever data is queued there), and its ring all-gather posts, per
+# half of the shard, the send before the receive (gloo/allgather.cc). With two ranks a rank's
+# left and right neighbour are one peer on one connection: the rank that arrives second (by
+# more than one notification's latency, as FSDP ranks do after their own optimizer step) finds
+# both of the first's receives announced, queues its two halves, and its own announcements go
+# out behind them. The first rank sends its first half only when the second's has arrived and
+# its second half when the second's second has: the second rank's half alone, then both
+# directions, then the first's last half alone, 1.5 times the shard's time instead of 1. From
+# three ranks on, the announcements and the data go to different peers and nothing waits.
+# Measured on the emulated cluster (2 hosts, 200 Mbit/s, gloo, torch 2.13; scratch tracer,
+# benchmarks/results/ddp_emulated_gloo_pair_gather.txt): a 12.9 MB shard's all-gather took
+# 0.54-0.89 s (1.0-1.7x the 0.53 s of one shard at the link's rate, 1.5x typical) where a
+# plain TCP exchange of the same bytes both ways at once took 0.534 s every time and gloo's
+# all-reduce of twice the bytes 1.076 s every time (its ring posts receives first).
+GLOO_PAIR_GATHER_STAGGER = HALF
+
+
+def gather_stagger(library: str, ranks: int, hybrid: bool = False) -> float:
+    """Of each rank's all-gather bytes, the share one rank of a two-rank gloo group sends
+    alone before the two directions overlap, and the other alone after
+    (GLOO_PAIR_GATHER_STAGGER); 0 for NCCL, for three ranks or more, and for HSDP's gathers
+    (inside a host)."""
+    if library == "gloo" and ranks == 2 and not hybrid:
+        return GLOO_PAIR_GATHER_STAGGER
+    return 0.0
 
 
 def collective_library(scenario: Scenario) -> str:
@@ -174,10 +207,12 @@ class Zero12Member:
         buckets: _Buckets,
         reduce_scatter: float = HALF,
         hybrid: bool = False,
+        stagger: float = 0.0,
     ) -> None:
         self.ar, self.worker, self.b = ar, worker, buckets
         self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
         self.span = Span.of(reduce_scatter, hybrid)
+        self.stagger = stagger  # gather_stagger of the library and the group
         self.reduced: dict[int, int] = {}
         self.dones: dict[int, list[Done]] = {}
 
@@ -208,7 +243,7 @@ class Zero12Member:
         # Gathered in forward order: the bucket holding the first layers last reduced.
         for b in range(len(self.b.buckets) - 1, -1, -1):
             tag, nbytes, across = ("ag", iteration, b), self.b.bytes[b], self.span.gather_across
-            self.ar.submit(tag, iteration, b, nbytes, HALF, gathered, across)
+            self.ar.submit(tag, iteration, b, nbytes, HALF, gathered, across, self.stagger)
 
 
 ROOT_UNIT = -1  # the tag of FSDP's root unit (root_layers)
@@ -230,10 +265,12 @@ class Zero3Member:
         prefetch: int,
         reduce_scatter: float = HALF,
         hybrid: bool = False,
+        stagger: float = 0.0,
     ) -> None:
         self.env, self.ar, self.worker, self.prefetch = env, ar, worker, prefetch
         self.reduce_scatter = reduce_scatter  # REDUCE_SCATTER_FRACTION of the library
         self.span = Span.of(reduce_scatter, hybrid)
+        self.stagger = stagger  # gather_stagger of the library and the group
         layer_bytes = [
             float(sum(a.elements for a in layer.arrays) * bytes_per_element)
             for layer in model.layers
@@ -288,9 +325,9 @@ class Zero3Member:
         self.gathers[tag] = event
         self.issued.add(tag)
         nbytes, first = self.unit_bytes[unit], self.first_layer[unit]
-        across = self.span.gather_across
+        across, gathered = self.span.gather_across, lambda _w: event.succeed()
         self.ar.submit(
-            ("ag3", *tag), iteration, first, nbytes, HALF, lambda _w: event.succeed(), across
+            ("ag3", *tag), iteration, first, nbytes, HALF, gathered, across, self.stagger
         )
 
     def communicate(self, iteration: int, key: int, done: Done) -> None:
@@ -342,6 +379,7 @@ def members(
     reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them;
     ``hybrid``: zero sharded inside each host (HSDP)."""
     rs = REDUCE_SCATTER_FRACTION[library]
+    stagger = gather_stagger(library, workers, hybrid)
     if mode == "ddp":
         groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
         return [DDPMember(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
@@ -349,9 +387,10 @@ def members(
         cap = zero_bucket_mb * 1e6
         groups = reverse_buckets(key_bytes, cap, cap)
         return [
-            Zero12Member(ar, w, _Buckets(groups, key_bytes), rs, hybrid) for w in range(workers)
+            Zero12Member(ar, w, _Buckets(groups, key_bytes), rs, hybrid, stagger)
+            for w in range(workers)
         ]
     return [
-        Zero3Member(env, ar, w, model, bytes_per_element, prefetch, rs, hybrid)
+        Zero3Member(env, ar, w, model, bytes_per_element, prefetch, rs, hybrid, stagger)
         for w in range(workers)
     ]

@@ -11,7 +11,13 @@ from __future__ import annotations
 import pytest
 
 from simscale import zoo
-from simscale.comm.sharded import MIB, collective_library, reverse_buckets, root_layers
+from simscale.comm.sharded import (
+    MIB,
+    collective_library,
+    gather_stagger,
+    reverse_buckets,
+    root_layers,
+)
 from simscale.simulator import Simulation, simulate
 from simscale.spec.scenario import load_scenario, scenario_from_dict
 from tests.support.paths import SCENARIOS
@@ -92,6 +98,47 @@ def test_nccl_reduce_scatters_half_an_all_reduce() -> None:
     """On GPUs (NCCL) ZeRO-2 sends what DDP sends, 2(n-1)/n B: the reduce-scatter and the
     all-gather are half an all-reduce each."""
     assert _sent_per_rank_per_step(2, "V100", ZERO2) == pytest.approx(2.0)
+
+
+def _step_s(hosts: int, gpu: str, mode: str, stage: int = 2) -> float:
+    """Communication only (module doc) on ``hosts`` hosts of one ``gpu`` over 1 Gbit/s NICs."""
+    scenario = scenario_from_dict(
+        {
+            "cluster": {"hosts": [{"count": hosts, "gpus_per_host": 1, "gpu": gpu, "nic_gbps": 1}]},
+            "model": {"arrays": [{"name": f"w{i}", "elements": 25_000_000} for i in range(8)]},
+            "training": {"batch_per_gpu": 1},
+            "kvstore": {"mode": mode, "zero": {"stage": stage}},
+            "simulation": {"warmup_iterations": 1, "measured_iterations": 3},
+        }
+    )
+    return simulate(scenario).iteration_time_s
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_a_two_rank_gloo_all_gather_overlaps_its_two_directions_by_half(stage: int) -> None:
+    """Between exactly two gloo ranks an all-gather takes 1.5 times its bytes' time: the rank
+    that arrives second queues its shard's two halves ahead of its receive announcements, so
+    the first rank's halves follow one half behind (sharded.GLOO_PAIR_GATHER_STAGGER). gloo's
+    reduce-scatter is an all-reduce (1 DDP step), a gather half of one: stage 2 takes
+    1 + 1.5/2 DDP steps and stage 3 (two gathers) 1 + 2 x 1.5/2, where their bytes are 1.5
+    and 2 DDP steps'. From three ranks on each gather takes its bytes' time, and NCCL's
+    never staggers."""
+    gathers = stage - 1
+    two = _step_s(2, "cpu", "zero", stage) / _step_s(2, "cpu", "ddp")
+    assert two == pytest.approx(1 + gathers * 1.5 / 2, rel=0.01)
+    three = _step_s(3, "cpu", "zero", stage) / _step_s(3, "cpu", "ddp")
+    assert three == pytest.approx(1 + gathers / 2, rel=0.01)
+    nccl = _step_s(2, "V100", "zero", stage) / _step_s(2, "V100", "ddp")
+    assert nccl == pytest.approx(gathers / 2 + 0.5, rel=0.01)
+
+
+def test_a_two_rank_gloo_gather_still_sends_each_shard_once() -> None:
+    """The stagger delays the first rank's halves; it adds no bytes: each of two hosts sends
+    its shard once per gather (3(n-1)/n B per ZeRO-2 step, as without it)."""
+    assert _sent_per_rank_per_step(2, "cpu", ZERO2) == pytest.approx(3.0)
+    assert gather_stagger("gloo", 2) == 0.5
+    assert gather_stagger("gloo", 3) == gather_stagger("nccl", 2) == 0.0
+    assert gather_stagger("gloo", 2, hybrid=True) == 0.0
 
 
 def test_the_library_is_gloo_on_cpus_and_nccl_on_gpus() -> None:
