@@ -49,7 +49,6 @@ MAX_UNPROVEN = 4096
 # zmq's flags as ints: or-ing pyzmq's IntFlag members goes through enum.py on every frame.
 _SNDMORE = int(zmq.SNDMORE)
 _NOBLOCK = int(zmq.NOBLOCK)
-_RCVMORE = int(zmq.RCVMORE)
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 
@@ -231,25 +230,29 @@ class Van:
                 if i and not sock.get(_EVENTS) & _POLLIN:
                     break
                 try:
-                    # The identity (ROUTER) and the meta frame are small: bytes are cheaper
-                    # than zmq.Frame objects. Array frames stay in zmq's buffers.
-                    first = sock.recv(_NOBLOCK)
+                    first = sock.recv(_NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-                identity, meta = (first, None) if router else (None, first)
-                arrays: list[Any] = []
-                while sock.get(_RCVMORE):
-                    if meta is None:
-                        meta = sock.recv(_NOBLOCK)
-                    else:
-                        arrays.append(sock.recv(_NOBLOCK, copy=False))
+                # A frame's own ``more`` is much cheaper than asking the socket for RCVMORE
+                # (pyzmq's getsockopt looks the option up in an enum on every call).
+                frame = first
+                parts: list[zmq.Frame] = []
+                while frame.more:
+                    frame = sock.recv(_NOBLOCK, copy=False)
+                    parts.append(frame)
+                if router:
+                    identity = first.bytes
+                    meta = parts[0] if parts else None
+                    arrays = parts[1:]
+                else:
+                    identity, meta, arrays = None, first, parts
                 incoming = self._parse(sock, identity, meta, arrays)
                 if incoming is not None:
                     out.append(incoming)
         return out
 
     def _parse(
-        self, sock: zmq.Socket, identity: bytes | None, meta: Any, arrays: list[Any]
+        self, sock: zmq.Socket, identity: bytes | None, meta: Any, arrays: list[zmq.Frame]
     ) -> Incoming | None:
         peer = self._peer_of.get(sock)
         if meta is None:  # a ROUTER message of nothing but the sender's identity
