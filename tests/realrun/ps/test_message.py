@@ -66,3 +66,22 @@ def test_compressed_frames_decode_as_32_bit_words():
 def test_malformed_frames_are_refused_with_the_reason(frames, reason):
     with pytest.raises(MessageError, match=reason):
         decode([bytes(f) for f in frames])
+
+
+def test_decoded_and_renumbered_messages_are_frozen_messages_with_every_field():
+    """decode and with_request_id skip the dataclass's __init__ (realrun.ps.message._message);
+    what they build must still be an ordinary, frozen Message."""
+    import dataclasses
+
+    grad = np.arange(3, dtype=np.float32)
+    sent = Message(Kind.PUSH, 5, 2, 0, 3, 0.25, Flag.NO_RECEIVED, {"b": [1]}, (grad,))
+    for msg in (decode(encode(sent)), sent.with_request_id(5)):
+        assert type(msg) is Message
+        fields = {f.name: getattr(msg, f.name) for f in dataclasses.fields(Message)}
+        assert fields.pop("arrays")[0].tolist() == [0.0, 1.0, 2.0]
+        assert fields == {f: getattr(sent, f) for f in fields}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            msg.key = 7
+    renumbered = sent.with_request_id(9)
+    assert (renumbered.request_id, sent.request_id) == (9, 5)
+    assert decode(encode(Message(Kind.PULL))) == Message(Kind.PULL)
