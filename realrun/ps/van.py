@@ -120,6 +120,10 @@ class Van:
         os.set_blocking(self._wake_w, False)
         self._poller.register(self._wake_r, zmq.POLLIN)
         self._wake_lock = threading.Lock()
+        # A wake-up byte is in the pipe and poll has not yet taken it: a further wake-up would
+        # only cost a system call and an extra poll round (a worker posts one message per
+        # slice, each with a wake-up, while the I/O thread is still waking from the first).
+        self._wake_pending = False
         self._closed = False
         self.rejected = 0  # malformed or unauthenticated messages dropped
         self.bytes_sent = 0
@@ -205,8 +209,9 @@ class Van:
         # The lock keeps a late wake-up from writing to a descriptor number that close()
         # has already released (and the OS may have handed to another file).
         with self._wake_lock:
-            if self._closed:
+            if self._closed or self._wake_pending:
                 return
+            self._wake_pending = True
             with contextlib.suppress(BlockingIOError):  # full of wake-ups: poll returns anyway
                 os.write(self._wake_w, b"!")
 
@@ -216,11 +221,12 @@ class Van:
         out: list[Incoming] = []
         for sock, _ in ready:
             if not isinstance(sock, zmq.Socket):  # the wake-up pipe
-                try:
-                    while os.read(self._wake_r, 4096):
-                        pass
-                except BlockingIOError:
-                    pass
+                # Cleared before the caller looks at its queues (after this poll), so that a
+                # message posted from now on wakes the next poll.
+                with self._wake_lock:
+                    self._wake_pending = False
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)  # one byte per pending flag: all of them
                 continue
             router = sock is self._router
             for i in range(RECV_BATCH):
