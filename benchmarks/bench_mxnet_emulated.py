@@ -158,9 +158,17 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_realrun(run: PlannedRun, out_dir: Path, repeat: int, loopback: bool = False) -> Measurement:
+def run_realrun(
+    run: PlannedRun,
+    out_dir: Path,
+    repeat: int,
+    loopback: bool = False,
+    root: Path = ROOT,
+    system: str = "realrun",
+) -> Measurement:
+    """One realrun job; ``root`` another checkout's realrun (``--baseline-root``)."""
     label = run.name.removesuffix("__r1")
-    out = out_dir / f"{label}-realrun-{repeat}.json"
+    out = out_dir / f"{label}-{system}-{repeat}.json"
     launcher = "local" if loopback else "netns"
     argv = [sys.executable, "-m", "realrun", "run", run.scenario, "--launcher", launcher]
     for o in run.overrides:
@@ -168,7 +176,8 @@ def run_realrun(run: PlannedRun, out_dir: Path, repeat: int, loopback: bool = Fa
     t0, load, cpu0 = time.monotonic(), os.getloadavg()[0], children_cpu_s()
     done = subprocess.run(
         [*argv, "-o", str(out), "--no-progress"],
-        cwd=ROOT,
+        cwd=root,  # ``python -m`` imports realrun from here, and the launcher's nodes do too
+        env={**os.environ, "PYTHONPATH": str(root)},
         timeout=RUN_LIMIT_S,
         stdout=subprocess.DEVNULL,
     )
@@ -180,7 +189,7 @@ def run_realrun(run: PlannedRun, out_dir: Path, repeat: int, loopback: bool = Fa
     summary = record["summary"]
     return Measurement(
         label,
-        "realrun",
+        system,
         repeat,
         summary["samples_per_s"],
         summary["mean_iteration_s"],
@@ -325,6 +334,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--csv", help="write every measurement to this CSV file")
     parser.add_argument(
+        "--baseline-root",
+        type=Path,
+        help="also run realrun from this checkout (system realrun-base), in the same rotation: "
+        "a change's before and after side by side",
+    )
+    parser.add_argument(
         "--loopback",
         action="store_true",
         help="every node on 127.0.0.1, unshaped and without root (what each system's "
@@ -348,14 +363,19 @@ def main() -> int:
     sink = CsvSink(args.csv)
     for run in planned_shapes(args.shapes, args.campaign):
         for repeat in range(1, args.repeats + 1):
-            order = ("mxnet", "realrun") if repeat % 2 else ("realrun", "mxnet")
-            for system in order:
+            systems = ["mxnet", "realrun"] + (["realrun-base"] if args.baseline_root else [])
+            shift = (repeat - 1) % len(systems)  # each system goes first in turn
+            for system in systems[shift:] + systems[:shift]:
                 t0, load = time.monotonic(), os.getloadavg()[0]
                 try:
                     m = (
                         run_mxnet(run, args.mxnet_python, out_dir, repeat, args.loopback)
                         if system == "mxnet"
                         else run_realrun(run, out_dir, repeat, args.loopback)
+                        if system == "realrun"
+                        else run_realrun(
+                            run, out_dir, repeat, args.loopback, args.baseline_root, system
+                        )
                     )
                 except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
                     # A failed run is a result too: kept, marked, and the campaign goes on.
@@ -368,7 +388,7 @@ def main() -> int:
                 rows.append(m)
                 sink.write(m)
                 print(
-                    f"{m.shape:<28} {m.system:<8} r{repeat} {m.samples_per_s:8.1f} samples/s "
+                    f"{m.shape:<28} {m.system:<12} r{repeat} {m.samples_per_s:8.1f} samples/s "
                     f"(iteration {m.mean_iteration_s:.3f} s, {m.cpu_s:.1f} CPU s, "
                     f"load {m.load_average_1min:.1f}"
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
@@ -402,6 +422,20 @@ def summary(rows: list[Measurement]) -> list[str]:
             continue
         gaps.append((abs(rr / mx - 1), rr / mx, shape))
         lines.append(f"{shape:<28} {rr:>9.1f} {mx:>9.1f} {rr / mx:>6.2f}  {', '.join(counts)}")
+    for shape in dict.fromkeys(m.shape for m in rows if m.system == "realrun-base"):
+        med = {}
+        for system in ("realrun", "realrun-base"):
+            ok = [
+                m.samples_per_s for m in rows if m.shape == shape and m.system == system and m.valid
+            ]
+            cpu = [m.cpu_s for m in rows if m.shape == shape and m.system == system and m.valid]
+            med[system] = (statistics.median(ok), statistics.median(cpu)) if ok else None
+        if med["realrun"] and med["realrun-base"]:
+            (new, new_cpu), (old, old_cpu) = med["realrun"], med["realrun-base"]
+            lines.append(
+                f"{shape:<28} realrun {new:.1f} against --baseline-root's {old:.1f} samples/s: "
+                f"{new / old:.2f}x (CPU s {new_cpu:.1f} against {old_cpu:.1f})"
+            )
     if gaps:
         mean = statistics.fmean(g for g, _, _ in gaps)
         worst = max(gaps)

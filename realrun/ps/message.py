@@ -1,9 +1,13 @@
-"""The wire format of one PS message: a fixed binary header, a JSON body, then raw array frames.
+"""The wire format of one PS message: one meta frame (a fixed binary header, then a JSON body),
+then raw array frames.
 
 A fixed ``struct`` header keeps the per-message cost of the many small keys low; control data
-that is rare (registration, barriers, reports) rides in a small JSON body. Array frames travel
-as raw buffers so that the transport can send and receive them without copying (ps-lite's
-Meta + SArray data split). This module knows nothing about sockets.
+that is rare (registration, barriers, reports) rides in a small JSON body right behind it, in
+the same frame. Array frames travel as raw buffers so that the transport can send and receive
+them without copying (ps-lite's Meta + SArray data split). A pull request is one frame, a push
+or a pull's answer two: every frame costs a zmq call on each side and a Python object on the
+receiving one (issue 36 measured the receive path's CPU per message). realrun.auth appends its
+tag to the meta frame. This module knows nothing about sockets.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from realrun import safejson
 from realrun.safejson import JsonLimitError
 
 MAGIC = b"RRPS"
-VERSION = 1
+# 2: header and body share the meta frame (1: they were two frames, the tag a third)
+VERSION = 2
 # magic, version, kind, flags, request_id, key, start, stop, value
 _HEADER = struct.Struct("<4sBBHqiqqd")
 HEADER_BYTES = _HEADER.size
@@ -30,7 +35,7 @@ HEADER_BYTES = _HEADER.size
 # tens of kB; messages carry at most one array (PUSH, INIT, RESPONSE).
 MAX_BODY_BYTES = 1 << 20
 MAX_BODY_DEPTH = 8
-MAX_FRAMES = 2 + 4
+MAX_FRAMES = 1 + 4
 
 
 class Kind(IntEnum):
@@ -59,6 +64,9 @@ class Kind(IntEnum):
     # server -> worker: push request_id arrived (credits its bytes in the worker's send window);
     # its RESPONSE follows once the push is applied (a push flagged ACK_AFTER_UPDATE)
     RECEIVED = 27
+
+
+_KINDS = {int(k): k for k in Kind}  # a dict lookup is 5x cheaper than Kind(number)
 
 
 class Flag:
@@ -95,13 +103,36 @@ class Message:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays)
 
+    def with_request_id(self, request_id: int) -> Message:
+        """``dataclasses.replace(self, request_id=...)``, a sixth of its cost (every request
+        goes through it)."""
+        msg = _new(Message)
+        fields = msg.__dict__
+        fields.update(self.__dict__)
+        fields["request_id"] = request_id
+        return msg
+
+
+_new = object.__new__
+_FIELDS = tuple(Message.__dataclass_fields__)
+
+
+def _message(*values: Any) -> Message:
+    """``Message(*values)`` without the frozen dataclass's ``__init__``, which sets each field
+    through ``object.__setattr__`` (twice the cost, on every message received); the values are
+    already checked and of the right types."""
+    msg = _new(Message)
+    msg.__dict__.update(zip(_FIELDS, values, strict=True))
+    return msg
+
 
 def encode(msg: Message) -> list[Any]:
-    """Frames for ``send_multipart``: header, body, then the arrays' own buffers (no copy)."""
-    header = _HEADER.pack(
+    """Frames for the transport: the meta frame (header and body), then the arrays' own
+    buffers (no copy)."""
+    meta = _HEADER.pack(
         MAGIC,
         VERSION,
-        int(msg.kind),
+        msg.kind,
         msg.flags,
         msg.request_id,
         msg.key,
@@ -109,8 +140,11 @@ def encode(msg: Message) -> list[Any]:
         msg.stop,
         msg.value,
     )
-    body = json.dumps(msg.body, separators=(",", ":")).encode() if msg.body else b""
-    frames: list[Any] = [header, body]
+    if msg.body:
+        meta += json.dumps(msg.body, separators=(",", ":")).encode()
+    if not msg.arrays:
+        return [meta]
+    frames: list[Any] = [meta]
     for a in msg.arrays:
         if not a.flags.c_contiguous:
             raise MessageError("array frames must be C-contiguous")
@@ -119,52 +153,59 @@ def encode(msg: Message) -> list[Any]:
 
 
 def decode(frames: list[Any]) -> Message:
-    """Parse received frames (bytes or zmq.Frame); arrays are views of the frame buffers."""
-    if len(frames) < 2:
-        raise MessageError(f"expected at least 2 frames (header, body), got {len(frames)}")
-    header = _buffer(frames[0])
-    if len(header) != HEADER_BYTES:
-        raise MessageError(f"header of {len(header)} bytes, expected {HEADER_BYTES}")
-    magic, version, kind, flags, request_id, key, start, stop, value = _HEADER.unpack(header)
+    """Parse received frames (bytes, memoryviews or zmq.Frame); arrays are views of the frame
+    buffers."""
+    if not frames:
+        raise MessageError("expected a meta frame, got no frames")
+    meta = _buffer(frames[0])
+    if len(meta) < HEADER_BYTES:
+        raise MessageError(f"meta frame of {len(meta)} bytes, expected at least {HEADER_BYTES}")
+    magic, version, number, flags, request_id, key, start, stop, value = _HEADER.unpack_from(meta)
     if magic != MAGIC or version != VERSION:
         raise MessageError(f"bad magic/version {magic!r}/{version}")
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise MessageError(f"unknown message kind {kind}") from None
+    kind = _KINDS.get(number)
+    if kind is None:
+        raise MessageError(f"unknown message kind {number}")
     if start < 0 or stop < start:
         raise MessageError(f"bad slice [{start}, {stop})")
     if not math.isfinite(value):
         raise MessageError(f"header value {value}, expected a finite number")
     if len(frames) > MAX_FRAMES:
         raise MessageError(f"{len(frames)} frames, expected at most {MAX_FRAMES}")
-    raw_body = _buffer(frames[1])
     body: dict[str, Any] = {}
-    if len(raw_body):
+    if len(meta) > HEADER_BYTES:
         try:
-            body = safejson.loads(raw_body, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
+            body = safejson.loads(
+                meta[HEADER_BYTES:], max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH
+            )
         except JsonLimitError as e:
             raise MessageError(f"body: {e}") from None
         if not isinstance(body, dict):
             raise MessageError("body is not a JSON object")
-    dtype = np.uint32 if flags & Flag.COMPRESSED_2BIT else np.float32
+    if len(frames) == 1:
+        return _message(kind, request_id, key, start, stop, value, flags, body, ())
+    dtype = _WORD if flags & Flag.COMPRESSED_2BIT else _FLOAT
     arrays = []
-    for f in frames[2:]:
+    for f in frames[1:]:
         buf = _buffer(f)
-        if len(buf) % np.dtype(dtype).itemsize:
+        if len(buf) % dtype.itemsize:
             raise MessageError(f"array frame of {len(buf)} bytes is not a whole number of {dtype}")
         arrays.append(np.frombuffer(buf, dtype=dtype))
-    return Message(kind, request_id, key, start, stop, value, flags, body, tuple(arrays))
+    return _message(kind, request_id, key, start, stop, value, flags, body, tuple(arrays))
+
+
+_WORD = np.dtype(np.uint32)
+_FLOAT = np.dtype(np.float32)
 
 
 def peek_kind(frames: list[Any]) -> int | None:
     """The kind number in a message's header, without parsing the rest (None if no header)."""
     if not frames:
         return None
-    header = _buffer(frames[0])
-    if len(header) != HEADER_BYTES or bytes(header[:4]) != MAGIC:
+    meta = _buffer(frames[0])
+    if len(meta) < HEADER_BYTES or bytes(meta[:4]) != MAGIC:
         return None
-    return header[5]
+    return meta[5]
 
 
 def _buffer(frame: Any) -> memoryview:

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from realrun.ps.message import Kind, Message
@@ -188,7 +188,7 @@ class Postoffice:
     ) -> None:
         """Post a message whose RESPONSE completes one part of ``handle``."""
         rid = self.tracker.add(handle, on_response)
-        self.post(peer, replace(msg, request_id=rid), priority)
+        self.post(peer, msg.with_request_id(rid), priority)
 
     def barrier(self, group: str = "worker") -> Handle:
         """A handle that completes when every node of ``group`` (worker|server|all) got here."""

@@ -2,13 +2,17 @@
 
 A node that serves requests binds one ROUTER socket; a node that sends requests connects one
 DEALER socket per peer. ROUTER/DEALER lets a server hold many requests from many workers and
-answer each whenever it is ready, in any order. Array frames are sent with ``copy=False`` and
-received as views of zmq's buffers. Only the thread that runs ``poll`` may call ``send`` or
-``reply``; other threads call ``wake`` to make it look at its queues.
+answer each whenever it is ready, in any order. A message is one meta frame and its array
+frames (realrun.ps.message); array frames are sent with ``copy=False`` and received as views of
+zmq's buffers. Frames are sent and received one ``send``/``recv`` call each, with the flags as
+plain ints: pyzmq's ``send_multipart``/``recv_multipart`` build an ``IntFlag`` per frame and a
+``zmq.Frame`` per received part, which was a measurable share of realrun's CPU per message.
+Only the thread that runs ``poll`` may call ``send`` or ``reply``; other threads call ``wake``
+to make it look at its queues.
 
 With the job's secret, every DEALER connection starts with realrun.auth's handshake (HELLO,
 WELCOME), handled here; messages sent before it completes wait for it, and every other message
-carries its session's tag, checked before it is decoded.
+carries its session's tag at the end of its meta frame, checked before it is decoded.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ QUEUE_MESSAGES = 10_000
 # Handshakes begun (HELLO) whose peer has not yet sent a message that verified: a stranger's
 # HELLOs cost at most this many sessions of memory; a job has one per node and peer.
 MAX_UNPROVEN = 4096
+# zmq's flags as ints: or-ing pyzmq's IntFlag members goes through enum.py on every frame.
+_SNDMORE = int(zmq.SNDMORE)
+_NOBLOCK = int(zmq.NOBLOCK)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
 
 
 class RateLimitedLog:
@@ -111,6 +120,10 @@ class Van:
         os.set_blocking(self._wake_w, False)
         self._poller.register(self._wake_r, zmq.POLLIN)
         self._wake_lock = threading.Lock()
+        # A wake-up byte is in the pipe and poll has not yet taken it: a further wake-up would
+        # only cost a system call and an extra poll round (a worker posts one message per
+        # slice, each with a wake-up, while the I/O thread is still waking from the first).
+        self._wake_pending = False
         self._closed = False
         self.rejected = 0  # malformed or unauthenticated messages dropped
         self.bytes_sent = 0
@@ -146,7 +159,7 @@ class Van:
             self._hello[sock] = nonce
             self._waiting[sock] = []
             hello = Message(Kind.HELLO, body={"nonce": nonce.hex(), "mac": self._mac_mode})
-            sock.send_multipart(encode(hello))
+            _send(sock, encode(hello), 0)
 
     def send(self, peer: str, msg: Message) -> None:
         """Send on the DEALER to ``peer``; held back until its handshake has completed."""
@@ -157,8 +170,8 @@ class Van:
             if session is None:
                 self._waiting[sock].append(msg)
                 return
-            frames.append(session.tag(auth.TO_SERVER, frames))
-        sock.send_multipart(frames, copy=False)
+            session.seal(auth.TO_SERVER, frames)
+        _send(sock, frames, 0)
         self.bytes_sent += msg.nbytes
 
     def reply(self, identity: bytes, msg: Message) -> bool:
@@ -170,7 +183,7 @@ class Van:
             if session is None:
                 self._warn.warning("nosession", "cannot answer %r: no session", identity)
                 return False
-            frames.append(session.tag(auth.TO_CLIENT, frames))
+            session.seal(auth.TO_CLIENT, frames)
         if not self._route(identity, frames):
             return False
         self.bytes_sent += msg.nbytes
@@ -179,7 +192,10 @@ class Van:
     def _route(self, identity: bytes, frames: list[Any]) -> bool:
         assert self._router is not None
         try:
-            self._router.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
+            # ROUTER_MANDATORY: an unknown or full peer fails on the identity frame, before
+            # any of the message is queued.
+            self._router.send(identity, _NOBLOCK | _SNDMORE)
+            _send(self._router, frames, _NOBLOCK)
         except zmq.Again:
             self._warn.warning("full", "dropped an answer to %r: it reads nothing", identity)
             return False
@@ -193,83 +209,105 @@ class Van:
         # The lock keeps a late wake-up from writing to a descriptor number that close()
         # has already released (and the OS may have handed to another file).
         with self._wake_lock:
-            if self._closed:
+            if self._closed or self._wake_pending:
                 return
+            self._wake_pending = True
             with contextlib.suppress(BlockingIOError):  # full of wake-ups: poll returns anyway
                 os.write(self._wake_w, b"!")
 
     def poll(self, timeout_s: float) -> list[Incoming]:
         """Messages that arrived within ``timeout_s`` (fewer, sooner, after a ``wake``)."""
-        ready = dict(self._poller.poll(max(0, int(timeout_s * 1000))))
+        ready = self._poller.poll(max(0, int(timeout_s * 1000)))
         out: list[Incoming] = []
-        if self._wake_r in ready:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
-        for sock in list(ready):
-            if not isinstance(sock, zmq.Socket):
+        for sock, _ in ready:
+            if not isinstance(sock, zmq.Socket):  # the wake-up pipe
+                # Cleared before the caller looks at its queues (after this poll), so that a
+                # message posted from now on wakes the next poll.
+                with self._wake_lock:
+                    self._wake_pending = False
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)  # one byte per pending flag: all of them
                 continue
-            for _ in range(RECV_BATCH):
+            router = sock is self._router
+            for i in range(RECV_BATCH):
                 # Asking first is cheaper than the zmq.Again a drained socket raises, which
-                # every socket of every poll round used to end with.
-                if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+                # every socket of every poll round used to end with; poll has answered for
+                # the first message.
+                if i and not sock.get(_EVENTS) & _POLLIN:
                     break
                 try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    first = sock.recv(_NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-                incoming = self._parse(sock, frames)
+                # A frame's own ``more`` is much cheaper than asking the socket for RCVMORE
+                # (pyzmq's getsockopt looks the option up in an enum on every call).
+                frame = first
+                parts: list[zmq.Frame] = []
+                while frame.more:
+                    frame = sock.recv(_NOBLOCK, copy=False)
+                    parts.append(frame)
+                if router:
+                    identity = first.bytes
+                    meta = parts[0] if parts else None
+                    arrays = parts[1:]
+                else:
+                    identity, meta, arrays = None, first, parts
+                incoming = self._parse(sock, identity, meta, arrays)
                 if incoming is not None:
                     out.append(incoming)
         return out
 
-    def _parse(self, sock: zmq.Socket, frames: list[zmq.Frame]) -> Incoming | None:
-        identity = None
-        if sock is self._router:
-            identity = frames[0].bytes
-            frames = frames[1:]
-        who = identity if identity is not None else self._peer_of.get(sock)
+    def _parse(
+        self, sock: zmq.Socket, identity: bytes | None, meta: Any, arrays: list[zmq.Frame]
+    ) -> Incoming | None:
+        peer = self._peer_of.get(sock)
+        if meta is None:  # a ROUTER message of nothing but the sender's identity
+            self.rejected += 1
+            self._warn.warning("malformed", "dropped an empty message from %r", identity)
+            return None
+        frames = [meta, *arrays]
         if self._secret:
             try:
-                if not self._authenticate(sock, identity, frames):
-                    return None  # a handshake message, handled here
+                untagged = self._authenticate(sock, identity, frames)
             except (auth.AuthError, MessageError) as e:
                 self.rejected += 1
-                self._warn.warning("auth", "dropped a message from %r: %s", who, e)
+                self._warn.warning("auth", "dropped a message from %r: %s", identity or peer, e)
                 return None
-            frames = frames[:-1]
+            if untagged is None:
+                return None  # a handshake message, handled here
+            frames[0] = untagged
         try:
             msg = decode(frames)
         except MessageError as e:
             self.rejected += 1
+            who = identity if identity is not None else peer
             self._warn.warning("malformed", "dropped a malformed message from %r: %s", who, e)
             return None
-        return Incoming(msg, self._peer_of.get(sock), identity)
+        return Incoming(msg, peer, identity)
 
-    def _authenticate(self, sock: zmq.Socket, identity: bytes | None, frames: list[Any]) -> bool:
-        """True for a message whose tag verified; False for a handshake message it handled;
-        AuthError (or MessageError) for anything else."""
+    def _authenticate(
+        self, sock: zmq.Socket, identity: bytes | None, frames: list[Any]
+    ) -> memoryview | None:
+        """The meta frame without its tag, for a message whose tag verified; None for a
+        handshake message it handled; AuthError (or MessageError) for anything else."""
         kind = peek_kind(frames)
         if identity is not None:  # our ROUTER: a connecting peer
             if kind == Kind.HELLO:
                 self._welcome(identity, decode(frames))
-                return False
+                return None
             session = self._sessions.get(identity)
             if session is None:
                 raise auth.AuthError("no handshake on this connection")
-            session.verify(auth.TO_SERVER, frames)
+            untagged = session.verify(auth.TO_SERVER, frames)
             self._unproven.pop(identity, None)
-            return True
+            return untagged
         if kind == Kind.WELCOME and sock in self._hello:
             self._welcomed(sock, decode(frames))
-            return False
+            return None
         session = self._sessions.get(sock)
         if session is None:
             raise auth.AuthError("a message before the handshake completed")
-        session.verify(auth.TO_CLIENT, frames)
-        return True
+        return session.verify(auth.TO_CLIENT, frames)
 
     def _welcome(self, identity: bytes, hello: Message) -> None:
         """Answer a HELLO: a fresh nonce, our proof, and a new session for ``identity``."""
@@ -324,6 +362,14 @@ class Van:
         sock.setsockopt(zmq.SNDHWM, QUEUE_MESSAGES)
         sock.setsockopt(zmq.RCVHWM, QUEUE_MESSAGES)
         return sock
+
+
+def _send(sock: zmq.Socket, frames: list[Any], flags: int) -> None:
+    """Send one message's frames; the meta frame is small bytes, the arrays go without a copy."""
+    last = len(frames) - 1
+    sock.send(frames[0], flags | _SNDMORE if last else flags)
+    for i in range(1, last + 1):
+        sock.send(frames[i], flags | _SNDMORE if i < last else flags, copy=False)
 
 
 def _nonce(text: object, nbytes: int = auth.NONCE_BYTES) -> bytes:

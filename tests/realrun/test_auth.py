@@ -26,25 +26,27 @@ def _frames(value: float = 1.0) -> list[bytes]:
 
 
 def _signed(session: auth.Session, frames: list[bytes] | None = None) -> list[bytes]:
-    frames = frames or _frames()
-    return [*frames, session.tag(auth.TO_SERVER, frames)]
+    return session.seal(auth.TO_SERVER, frames or _frames())  # the tag ends the meta frame
 
 
 def test_a_tagged_message_verifies_and_moves_the_counter() -> None:
     client, server = _pair()
     for _ in range(3):
-        server.verify(auth.TO_SERVER, _signed(client))
+        signed = _signed(client)
+        assert bytes(server.verify(auth.TO_SERVER, signed)) == _frames()[0]  # the tag removed
+        assert len(signed) == 2  # meta and array: the tag takes no frame of its own
     assert server.seen == 3 and server.proven
 
 
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
-        (lambda f: f[:-1], "no authentication tag"),
-        (lambda f: [f[0][:-1] + b"\1", *f[1:]], "bad authentication tag"),  # header changed
-        (lambda f: [f[0], b'{"x":1}', *f[2:]], "bad authentication tag"),  # body changed
-        (lambda f: [f[0], f[1] + f[2], f[3]], "bad authentication tag"),  # frames re-cut
-        (lambda f: [*f[:2], f[2][:-4], f[3]], "bad authentication tag"),  # array shortened
+        (lambda f: [f[0][: auth.TAG_BYTES], *f[1:]], "no authentication tag"),
+        (lambda f: [f[0][: -auth.TAG_BYTES], *f[1:]], "bad authentication tag"),  # tag cut off
+        (lambda f: [b"\1" + f[0][1:], *f[1:]], "bad authentication tag"),  # header changed
+        (lambda f: [f[0][:44] + b'{"x":1}' + f[0][44:], *f[1:]], "bad authentication tag"),
+        (lambda f: [f[0] + f[1]], "bad authentication tag"),  # frames re-cut
+        (lambda f: [f[0], f[1][:-4]], "bad authentication tag"),  # array shortened
     ],
 )
 def test_a_changed_or_untagged_message_is_refused(damage, why) -> None:
@@ -83,11 +85,11 @@ def test_header_mode_binds_array_lengths_and_full_mode_every_byte() -> None:
     changed = _frames(2.0)
     client, server = _pair("header")
     tagged = _signed(client)
-    server.verify(auth.TO_SERVER, [*changed[:2], changed[2], tagged[-1]])
+    server.verify(auth.TO_SERVER, [tagged[0], changed[1]])
     client, server = _pair("full")
     tagged = _signed(client)
     with pytest.raises(auth.AuthError, match="bad authentication tag"):
-        server.verify(auth.TO_SERVER, [*changed[:2], changed[2], tagged[-1]])
+        server.verify(auth.TO_SERVER, [tagged[0], changed[1]])
     server.verify(auth.TO_SERVER, tagged)
 
 
@@ -111,7 +113,7 @@ def test_a_mode_other_than_header_or_full_is_refused() -> None:
 def test_a_body_outside_the_bounds_is_a_message_error(body, why) -> None:
     frames = [bytes(f) for f in encode(Message(Kind.REGISTER))]
     with pytest.raises(MessageError, match="body: .*" + why.replace("(", r"\(")):
-        decode([frames[0], body])
+        decode([frames[0] + body])
 
 
 def test_a_non_finite_header_value_is_a_message_error() -> None:

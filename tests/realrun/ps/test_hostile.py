@@ -67,9 +67,9 @@ def _train(po, attack=None):
 
 
 def _frames(kind: Kind, body: bytes = b"", arrays: tuple = (), **header) -> list[bytes]:
-    frames = encode(Message(kind, arrays=arrays, **header))
-    frames[1] = body or frames[1]
-    return [bytes(f) for f in frames]
+    frames = [bytes(f) for f in encode(Message(kind, arrays=arrays, **header))]
+    frames[0] += body  # the meta frame: the header, then the body
+    return frames
 
 
 class Attacker:
@@ -107,13 +107,9 @@ class Attacker:
                         arrays=(np.full(N_SMALL, 1e30, dtype=np.float32),),
                     )
                 )
-                # A forged tag: right length, wrong key.
-                s.send_multipart(
-                    [
-                        *_frames(Kind.PUSH, key=0, start=0, stop=750, arrays=(nan,)),
-                        os.urandom(auth.TAG_BYTES),
-                    ]
-                )
+                # A forged tag at the end of the meta frame: right length, wrong key.
+                meta, *arrays = _frames(Kind.PUSH, key=0, start=0, stop=750, arrays=(nan,))
+                s.send_multipart([meta + os.urandom(auth.TAG_BYTES), *arrays])
                 s.send_multipart(
                     _frames(
                         Kind.CONFIGURE,

@@ -117,8 +117,7 @@ def test_a_replayed_handshake_or_message_is_refused() -> None:
         session = auth.Session.derive(
             SECRET, b"rec", bytes.fromhex(decode(hello).body["nonce"]), server_nonce, "header"
         )
-        frames = [bytes(f) for f in encode(Message(Kind.STATS, 3))]
-        message = [*frames, session.tag(auth.TO_SERVER, frames)]
+        message = session.seal(auth.TO_SERVER, [bytes(f) for f in encode(Message(Kind.STATS, 3))])
         recorder.sock.send_multipart(message)
         assert [g.msg.kind for g in _poll(server, 0.5)] == [Kind.STATS]
         recorder.sock.send_multipart(message)  # replayed on the same connection
