@@ -77,5 +77,6 @@ def build_collectives(
         prefetch=kv.zero.prefetch,
         library=collective_library(scenario),
         hybrid=kv.zero.shard_group == "host",
+        ranks=scenario.num_gpus,
     )
     return Collectives(allreduce, list(sharded))

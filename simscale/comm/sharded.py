@@ -374,12 +374,14 @@ def members(
     prefetch: int,
     library: str = "nccl",
     hybrid: bool = False,
+    ranks: int | None = None,
 ) -> list[DDPMember | Zero12Member | Zero3Member]:
     """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc), its
     reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them;
-    ``hybrid``: zero sharded inside each host (HSDP)."""
+    ``hybrid``: zero sharded inside each host (HSDP); ``ranks``: the processes in the group
+    (one per GPU, by default one per worker host), which decide gloo's two-rank stagger."""
     rs = REDUCE_SCATTER_FRACTION[library]
-    stagger = gather_stagger(library, workers, hybrid)
+    stagger = gather_stagger(library, workers if ranks is None else ranks, hybrid)
     if mode == "ddp":
         groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
         return [DDPMember(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]

@@ -100,11 +100,13 @@ def test_nccl_reduce_scatters_half_an_all_reduce() -> None:
     assert _sent_per_rank_per_step(2, "V100", ZERO2) == pytest.approx(2.0)
 
 
-def _step_s(hosts: int, gpu: str, mode: str, stage: int = 2) -> float:
-    """Communication only (module doc) on ``hosts`` hosts of one ``gpu`` over 1 Gbit/s NICs."""
+def _step_s(hosts: int, gpu: str, mode: str, stage: int = 2, gpus_per_host: int = 1) -> float:
+    """Communication only (module doc) on ``hosts`` hosts of ``gpus_per_host`` ``gpu`` each
+    over 1 Gbit/s NICs."""
+    host = {"count": hosts, "gpus_per_host": gpus_per_host, "gpu": gpu, "nic_gbps": 1}
     scenario = scenario_from_dict(
         {
-            "cluster": {"hosts": [{"count": hosts, "gpus_per_host": 1, "gpu": gpu, "nic_gbps": 1}]},
+            "cluster": {"hosts": [host]},
             "model": {"arrays": [{"name": f"w{i}", "elements": 25_000_000} for i in range(8)]},
             "training": {"batch_per_gpu": 1},
             "kvstore": {"mode": mode, "zero": {"stage": stage}},
@@ -122,12 +124,15 @@ def test_a_two_rank_gloo_all_gather_overlaps_its_two_directions_by_half(stage: i
     reduce-scatter is an all-reduce (1 DDP step), a gather half of one: stage 2 takes
     1 + 1.5/2 DDP steps and stage 3 (two gathers) 1 + 2 x 1.5/2, where their bytes are 1.5
     and 2 DDP steps'. From three ranks on each gather takes its bytes' time, and NCCL's
-    never staggers."""
+    never staggers. What counts is the ranks, not the hosts."""
     gathers = stage - 1
     two = _step_s(2, "cpu", "zero", stage) / _step_s(2, "cpu", "ddp")
     assert two == pytest.approx(1 + gathers * 1.5 / 2, rel=0.01)
     three = _step_s(3, "cpu", "zero", stage) / _step_s(3, "cpu", "ddp")
     assert three == pytest.approx(1 + gathers / 2, rel=0.01)
+    # Two hosts of two ranks each are a ring of four: its neighbours differ, nothing waits.
+    four = _step_s(2, "cpu", "zero", stage, 2) / _step_s(2, "cpu", "ddp", gpus_per_host=2)
+    assert four == pytest.approx(1 + gathers / 2, rel=0.01)
     nccl = _step_s(2, "V100", "zero", stage) / _step_s(2, "V100", "ddp")
     assert nccl == pytest.approx(gathers / 2 + 0.5, rel=0.01)
 
