@@ -170,9 +170,10 @@ class Session:
             self._keyed = hashlib.blake2b(key=self.key, digest_size=32, person=_PERSON)
         h = self._keyed.copy()
         views = [_view(f) for f in frames]
-        # direction, counter, frame count and every frame's length in one update; then the
+        # direction, counter, frame count and every frame's length in bytes (``nbytes``: a view
+        # of float32 or of 2-D data has a ``len`` in elements or rows) in one update; then the
         # meta frame (the fixed header and the JSON body): always covered.
-        lengths = struct.pack(f"<{len(views) + 1}Q", len(views), *map(len, views))
+        lengths = struct.pack(f"<{len(views) + 1}Q", len(views), *(v.nbytes for v in views))
         h.update(direction + packed + lengths)
         h.update(views[0])
         if self.full and len(views) > 1:

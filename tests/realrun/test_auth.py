@@ -93,6 +93,16 @@ def test_header_mode_binds_array_lengths_and_full_mode_every_byte() -> None:
     server.verify(auth.TO_SERVER, tagged)
 
 
+def test_a_frame_is_bound_by_its_bytes_whatever_view_the_sender_holds() -> None:
+    """A sender may hand the tag an array's own view (float32, or 2-D); the receiver only
+    ever sees bytes. The tag binds each frame's length in bytes, so the two agree."""
+    meta = _frames()[0]
+    for array in (np.ones(6, "f4"), np.ones((2, 3), "f4")):
+        client, server = _pair()
+        sealed = client.seal(auth.TO_SERVER, [meta, memoryview(array)])
+        server.verify(auth.TO_SERVER, [sealed[0], array.tobytes()])
+
+
 def test_a_mode_other_than_header_or_full_is_refused() -> None:
     assert auth.parse_mode("") == "header"
     with pytest.raises(ValueError, match="REALRUN_MESSAGE_MAC='sha1', expected one of"):
