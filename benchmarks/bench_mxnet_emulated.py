@@ -141,6 +141,21 @@ class Measurement:
     # CPU seconds of every process of the run (user + system, start-up included); NaN in
     # CSV files written before it was measured.
     cpu_s: float = float("nan")
+    # The emulated network's own trouble over the whole run, summed over hosts: TCP segments
+    # retransmitted and packets the NIC queues dropped (realrun.emulated.net_counters). NaN on
+    # loopback and in CSV files written before they were recorded.
+    retrans_segs: float = float("nan")
+    queue_drops: float = float("nan")
+
+
+def network_trouble(counters: object) -> tuple[float, float]:
+    """(retransmitted segments, queue drops) summed over the hosts of a launcher's
+    ``network_counters``; NaN when they could not be read."""
+    if not isinstance(counters, list) or not counters:
+        return float("nan"), float("nan")
+    retrans = sum(h["tcp"].get("RetransSegs", 0) for h in counters)
+    drops = sum(h[end]["dropped_packets"] for h in counters for end in ("egress", "ingress"))
+    return float(retrans), float(drops)
 
 
 def planned_shapes(labels: list[str] | None, campaign: Path = CAMPAIGN) -> list[PlannedRun]:
@@ -187,6 +202,7 @@ def run_realrun(
     scenario = load_scenario(run.scenario, list(run.overrides))
     device = emulated_device(scenario, 0)
     summary = record["summary"]
+    details = record["environment"].get("launcher_details") or {}
     return Measurement(
         label,
         system,
@@ -199,6 +215,7 @@ def run_realrun(
         bool(record.get("valid")),
         record.get("invalid_reason") or "",
         children_cpu_s() - cpu0,
+        *network_trouble(details.get("network_counters")),
     )
 
 
@@ -276,6 +293,11 @@ def run_mxnet(
             problem = (
                 None if loopback else _machine_verdict(launcher, results, sim.warmup_iterations)
             )
+            trouble = (
+                (float("nan"), float("nan"))
+                if loopback
+                else network_trouble(launcher.describe()["network_counters"])
+            )
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -301,6 +323,7 @@ def run_mxnet(
         problem is None,
         problem or "",
         children_cpu_s() - cpu0,
+        *trouble,
     )
 
 
@@ -390,7 +413,8 @@ def main() -> int:
                 print(
                     f"{m.shape:<28} {m.system:<12} r{repeat} {m.samples_per_s:8.1f} samples/s "
                     f"(iteration {m.mean_iteration_s:.3f} s, {m.cpu_s:.1f} CPU s, "
-                    f"load {m.load_average_1min:.1f}"
+                    f"load {m.load_average_1min:.1f}, {m.retrans_segs:.0f} retransmitted, "
+                    f"{m.queue_drops:.0f} dropped"
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
@@ -466,6 +490,8 @@ def read_csv(paths: list[str]) -> list[Measurement]:
                     r["valid"] == "True",
                     r["invalid_reason"],
                     float(r.get("cpu_s") or "nan"),
+                    float(r.get("retrans_segs") or "nan"),
+                    float(r.get("queue_drops") or "nan"),
                 )
             )
     return rows
