@@ -334,3 +334,15 @@ def test_dlperf_paddle_rows_decode_on_the_hosts_cpus_with_the_readmes_reader_thr
     assert per_host == pytest.approx(24 / 9.5e-3, rel=0.02)
     # and one GPU with its own 8 threads decodes 8 / 9.5 ms = 842 images/s, below its compute.
     assert pf.predict_point(rows["paddle-amp-1gpu"], costs) == pytest.approx(8 / 9.5e-3)
+
+
+def test_efficiency_is_judged_against_the_baseline_the_source_measured():
+    """DLPerf's Paddle 4-GPU FP16 row ran 12 reader threads per process, its 1-GPU baseline 8:
+    the published efficiency divides by that 8-thread baseline, and so does the prediction."""
+    rows = {p.name: p for p in load_published() if p.source == "dlperf-paddle-rn50"}
+    four, one = rows["paddle-amp-4gpu"], rows["paddle-amp-1gpu"]
+    costs = real_hardware_costs().with_values(decode_us_per_sample=9_500.0)
+    baseline = pf.predict_point(one, costs)
+    assert baseline == pytest.approx(8 / 9.5e-3)  # held by its 8 threads
+    throughput = simulate(four.scenario, costs).throughput_samples_per_s
+    assert pf.predict_point(four, costs) == pytest.approx(throughput / (4 * baseline))
