@@ -30,6 +30,13 @@ it. Both runs are judged by realrun's own test (``realrun.emulated.machine_load.
 node wait for a CPU?) over their measured window; an invalid run is kept in the CSV, marked, since
 both systems alternate under the same load. Needs root (network namespaces).
 
+Beside throughput, each row says why a run was as fast as it was: the network's retransmitted
+segments and qdisc drops over the run, the median spread of the workers' iteration ends (a
+synchronous job waits for its last worker), and from the load sampler the cluster's share of the
+cores and the most a delay wire waited for a CPU. ``--baseline-env NAME=VALUE`` runs realrun-base
+with extra environment variables (this checkout's realrun unless ``--baseline-root`` names
+another): one setting's effect, side by side.
+
 ``--loopback`` runs both on 127.0.0.1 instead (local launcher, no namespaces, no shaping, no
 root, no load verdict): with the network out of the way, what is left is each system's own
 software cost per iteration, which ``cpu_s`` (CPU seconds of all the run's processes) shows.
@@ -141,20 +148,40 @@ class Measurement:
     # CPU seconds of every process of the run (user + system, start-up included); NaN in
     # CSV files written before it was measured.
     cpu_s: float = float("nan")
-    # The emulated network's own trouble over the whole run, summed over hosts: TCP segments
-    # retransmitted and packets the NIC queues dropped (realrun.emulated.net_counters). NaN on
-    # loopback and in CSV files written before they were recorded.
+    # Summed over the hosts, from the cluster's counters at the end of the run (the whole run,
+    # start-up included): TCP segments retransmitted, and packets the shaping qdiscs dropped
+    # (egress and the switch's ingress). NaN on loopback and in CSV files written before.
     retrans_segs: float = float("nan")
-    queue_drops: float = float("nan")
+    qdisc_drops: float = float("nan")
+    # How far apart the workers finish an iteration: per measured iteration, the last worker's
+    # end minus the first's (machine seconds, undilated), the median over the iterations. A
+    # synchronous job waits for its last worker, so a spread is time the others stand idle.
+    end_spread_s: float = float("nan")
+    # From realrun.emulated.machine_load over the measured window (NaN on loopback): the
+    # share of all cores the cluster's processes used, and the most any delay wire's thread
+    # waited for a CPU (a late wire delays the packets it carries).
+    cluster_cpu_busy: float = float("nan")
+    max_wire_run_delay_share: float = float("nan")
 
 
-def network_trouble(counters: object) -> tuple[float, float]:
-    """(retransmitted segments, queue drops) summed over the hosts of a launcher's
+def end_spread_s(ends: dict[int, list[float]], warmup: int) -> float:
+    """Median over the measured iterations of (latest - earliest) end time across workers;
+    ``ends`` maps each worker to its iterations' end times (unix seconds)."""
+    n = min(len(v) for v in ends.values())
+    spreads = [
+        max(v[i] for v in ends.values()) - min(v[i] for v in ends.values())
+        for i in range(warmup, n)
+    ]
+    return statistics.median(spreads) if spreads else float("nan")
+
+
+def network_totals(counters: object) -> tuple[float, float]:
+    """(retransmitted segments, qdisc drops) summed over ``NetnsLauncher.describe()``'s
     ``network_counters``; NaN when they could not be read."""
-    if not isinstance(counters, list) or not counters:
+    if not isinstance(counters, list):
         return float("nan"), float("nan")
-    retrans = sum(h["tcp"].get("RetransSegs", 0) for h in counters)
-    drops = sum(h[end]["dropped_packets"] for h in counters for end in ("egress", "ingress"))
+    retrans = sum(c["tcp"]["RetransSegs"] for c in counters)
+    drops = sum(c[d]["dropped_packets"] for c in counters for d in ("egress", "ingress"))
     return float(retrans), float(drops)
 
 
@@ -180,8 +207,10 @@ def run_realrun(
     loopback: bool = False,
     root: Path = ROOT,
     system: str = "realrun",
+    extra_env: dict[str, str] | None = None,
 ) -> Measurement:
-    """One realrun job; ``root`` another checkout's realrun (``--baseline-root``)."""
+    """One realrun job; ``root`` another checkout's realrun (``--baseline-root``), ``extra_env``
+    variables of its own (``--baseline-env``)."""
     label = run.name.removesuffix("__r1")
     out = out_dir / f"{label}-{system}-{repeat}.json"
     launcher = "local" if loopback else "netns"
@@ -192,7 +221,7 @@ def run_realrun(
     done = subprocess.run(
         [*argv, "-o", str(out), "--no-progress"],
         cwd=root,  # ``python -m`` imports realrun from here, and the launcher's nodes do too
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={**os.environ, **(extra_env or {}), "PYTHONPATH": str(root)},
         timeout=RUN_LIMIT_S,
         stdout=subprocess.DEVNULL,
     )
@@ -202,7 +231,9 @@ def run_realrun(
     scenario = load_scenario(run.scenario, list(run.overrides))
     device = emulated_device(scenario, 0)
     summary = record["summary"]
-    details = record["environment"].get("launcher_details") or {}
+    ends: dict[int, list[float]] = {}
+    for it in sorted(record["iterations"], key=lambda i: (i["worker"], i["iteration"])):
+        ends.setdefault(it["worker"], []).append(it["start_unix_s"] + it["total_s"])
     return Measurement(
         label,
         system,
@@ -215,7 +246,9 @@ def run_realrun(
         bool(record.get("valid")),
         record.get("invalid_reason") or "",
         children_cpu_s() - cpu0,
-        *network_trouble(details.get("network_counters")),
+        *network_totals(record["environment"]["launcher_details"].get("network_counters")),
+        end_spread_s(ends, scenario.simulation.warmup_iterations),
+        *load_figures(record["environment"].get("machine_load")),
     )
 
 
@@ -290,13 +323,15 @@ def run_mxnet(
                 if p.poll() != 0:
                     raise RuntimeError(f"{label}: an MXNet worker exited {p.poll()}")
             results = [json.loads((work / f"out-{r}.json").read_text()) for r in range(workers)]
-            problem = (
-                None if loopback else _machine_verdict(launcher, results, sim.warmup_iterations)
+            figures, problem = (
+                ({}, None)
+                if loopback
+                else _machine_verdict(launcher, results, sim.warmup_iterations)
             )
-            trouble = (
+            net = (
                 (float("nan"), float("nan"))
                 if loopback
-                else network_trouble(launcher.describe()["network_counters"])
+                else network_totals(launcher.describe().get("network_counters"))
             )
         finally:
             for p in procs:
@@ -323,12 +358,29 @@ def run_mxnet(
         problem is None,
         problem or "",
         children_cpu_s() - cpu0,
-        *trouble,
+        *net,
+        end_spread_s(
+            {r["rank"]: [i["start_unix"] + i["total_s"] for i in r["iterations"]] for r in results},
+            sim.warmup_iterations,
+        ),
+        *load_figures(figures),
     )
 
 
-def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) -> str | None:
-    """realrun's own test of a run (did this machine starve a node?) over MXNet's window."""
+def load_figures(figures: dict | None) -> tuple[float, float]:
+    """(cluster_cpu_busy, max_wire_run_delay_share) of a machine_load verdict's figures."""
+    figures = figures or {}
+    return (
+        float(figures.get("cluster_cpu_busy", float("nan"))),
+        float(figures.get("max_wire_run_delay_share", float("nan"))),
+    )
+
+
+def _machine_verdict(
+    launcher: NetnsLauncher, results: list[dict], warmup: int
+) -> tuple[dict, str | None]:
+    """realrun's own test of a run (did this machine starve a node?) over MXNet's window:
+    its figures and the reason the run is invalid, or None."""
     from realrun.emulated.machine_load import verdict
 
     measured = [i for r in results for i in r["iterations"][warmup:]]
@@ -338,7 +390,7 @@ def _machine_verdict(launcher: NetnsLauncher, results: list[dict], warmup: int) 
     )
     assert launcher.sampler is not None
     launcher.sampler.sample()
-    return verdict(list(launcher.sampler.samples), window)[1]
+    return verdict(list(launcher.sampler.samples), window)
 
 
 def main() -> int:
@@ -363,6 +415,14 @@ def main() -> int:
         "a change's before and after side by side",
     )
     parser.add_argument(
+        "--baseline-env",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment variables for realrun-base only (with --baseline-root, or this "
+        "checkout's realrun when it is not given): a setting's effect side by side",
+    )
+    parser.add_argument(
         "--loopback",
         action="store_true",
         help="every node on 127.0.0.1, unshaped and without root (what each system's "
@@ -381,6 +441,9 @@ def main() -> int:
     if not Path(args.mxnet_python).exists():
         print(f"--mxnet-python {args.mxnet_python}: no such file", file=sys.stderr)
         return 2
+    baseline_env = dict(v.split("=", 1) for v in args.baseline_env)
+    if baseline_env and not args.baseline_root:
+        args.baseline_root = ROOT
     rows: list[Measurement] = []
     out_dir = Path(tempfile.mkdtemp(prefix="bench-mxnet-emulated-"))
     sink = CsvSink(args.csv)
@@ -397,7 +460,13 @@ def main() -> int:
                         else run_realrun(run, out_dir, repeat, args.loopback)
                         if system == "realrun"
                         else run_realrun(
-                            run, out_dir, repeat, args.loopback, args.baseline_root, system
+                            run,
+                            out_dir,
+                            repeat,
+                            args.loopback,
+                            args.baseline_root,
+                            system,
+                            baseline_env,
                         )
                     )
                 except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as e:
@@ -414,7 +483,9 @@ def main() -> int:
                     f"{m.shape:<28} {m.system:<12} r{repeat} {m.samples_per_s:8.1f} samples/s "
                     f"(iteration {m.mean_iteration_s:.3f} s, {m.cpu_s:.1f} CPU s, "
                     f"load {m.load_average_1min:.1f}, {m.retrans_segs:.0f} retransmitted, "
-                    f"{m.queue_drops:.0f} dropped"
+                    f"{m.qdisc_drops:.0f} dropped, end spread {m.end_spread_s * 1e3:.0f} ms, "
+                    f"cluster {m.cluster_cpu_busy:.0%} of the cores, wires waited "
+                    f"{m.max_wire_run_delay_share:.0%}"
                     f"{', INVALID: ' + m.invalid_reason if not m.valid else ''})",
                     flush=True,
                 )
@@ -491,7 +562,10 @@ def read_csv(paths: list[str]) -> list[Measurement]:
                     r["invalid_reason"],
                     float(r.get("cpu_s") or "nan"),
                     float(r.get("retrans_segs") or "nan"),
-                    float(r.get("queue_drops") or "nan"),
+                    float(r.get("qdisc_drops") or "nan"),
+                    float(r.get("end_spread_s") or "nan"),
+                    float(r.get("cluster_cpu_busy") or "nan"),
+                    float(r.get("max_wire_run_delay_share") or "nan"),
                 )
             )
     return rows
