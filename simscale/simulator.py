@@ -176,6 +176,7 @@ class Simulation:
             copies=self.copies_per_worker,
             grpc=kv.rpc == "grpc",
             report_hosts=self.full_layout.server_hosts,
+            credit=self.connections.credit,
         )
         self.protocol = PSProtocol.for_scenario(s, self.model, lay.num_servers, costs)
         self.step_barrier: StepBarrier | None = None
