@@ -18,7 +18,7 @@ from simscale.comm.allreduce import AllReduce
 from simscale.comm.collectives import build_collectives
 from simscale.comm.communicator import Communicator
 from simscale.comm.local import local_kvstore
-from simscale.comm.ps.client import PSClient, PSProtocol
+from simscale.comm.ps.client import PSClient, PSProtocol, last_array_first
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
@@ -195,13 +195,7 @@ class Simulation:
         for key, layer in enumerate(self.model.array_layer):
             layer_keys[layer].append(key)
         if s.kvstore.pull_request == "with_push":
-            # realrun's worker hands a layer's arrays to its KV client last one first (the
-            # bias before the weight, realrun/training/emulated_compute.py). Behind its byte
-            # window the order decides whether a layer's big weight leaves alone or waits
-            # while small keys pass it (simscale.network.stream): with the weight first, an
-            # MLP at 50 Mbit/s ran push and pull one after the other, 0.718 s an iteration
-            # where realrun took 0.584 s (0.631 s last first).
-            layer_keys = [keys[::-1] for keys in layer_keys]
+            layer_keys = last_array_first(layer_keys)
         rng = np.random.default_rng(s.simulation.seed)
         self.workers: list[Worker] = []
         self.copies: list[HostCopies] = []
