@@ -10,7 +10,11 @@ without ``--force``):
   means pushes and pulls overlap fully, about 2 that they run one after the other;
 - the simulator's iteration with the probe profile and the campaign profile, and with the
   probe profile's ``bandwidth_factor`` nudged by -0.5% and +0.5%: a jump between neighbours is
-  a protocol race the deterministic simulator resolves one way for every iteration.
+  a protocol race the deterministic simulator resolves one way for every iteration;
+- and with the probe's ``latency_factor`` times 4 (``SLOW_ROUND_TRIP``): a small push's round
+  trip near the 2.7 ms (10th percentile) realrun took in a traced run (docs/probe.md), against
+  the simulator's 1.0 ms. Not a fit: it shows which side of the race each shape takes when a
+  bias's ack comes back after its weight and the next layer's keys are posted.
 
     python -m benchmarks.bench_r18_modes [--out DIR] [--force]
 """
@@ -35,6 +39,7 @@ RUNS = Path("runs/emulated-v2")
 PROBE_PROFILE = Path("benchmarks/results/probe-emulated-profile.yaml")
 CAMPAIGN_PROFILE = Path("profiles/emulated-v2.yaml")
 NUDGE = 0.005  # relative change of bandwidth_factor that should move a smooth model by ~0.5%
+SLOW_ROUND_TRIP = 4.0  # latency_factor multiple: a small push's round trip near realrun's
 
 
 def busiest_direction_bytes(s: Scenario) -> float:
@@ -119,6 +124,10 @@ def main() -> int:
                     "probe": simulated_iteration_s(sim, probe),
                     "campaign": simulated_iteration_s(sim, campaign),
                     **{f"probe, bandwidth_factor {k}": v for k, v in nudged.items()},
+                    "probe, latency_factor x4": simulated_iteration_s(
+                        sim,
+                        probe.with_values(latency_factor=probe.latency_factor * SLOW_ROUND_TRIP),
+                    ),
                 },
             }
         )

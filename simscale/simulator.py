@@ -18,7 +18,7 @@ from simscale.comm.allreduce import AllReduce
 from simscale.comm.collectives import build_collectives
 from simscale.comm.communicator import Communicator
 from simscale.comm.local import local_kvstore
-from simscale.comm.ps.client import PSClient, PSProtocol
+from simscale.comm.ps.client import PSClient, PSProtocol, last_array_first
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
@@ -176,6 +176,7 @@ class Simulation:
             copies=self.copies_per_worker,
             grpc=kv.rpc == "grpc",
             report_hosts=self.full_layout.server_hosts,
+            credit=self.connections.credit,
         )
         self.protocol = PSProtocol.for_scenario(s, self.model, lay.num_servers, costs)
         self.step_barrier: StepBarrier | None = None
@@ -193,6 +194,8 @@ class Simulation:
         layer_keys: list[list[int]] = [[] for _ in self.model.layers]
         for key, layer in enumerate(self.model.array_layer):
             layer_keys[layer].append(key)
+        if s.kvstore.pull_request == "with_push":
+            layer_keys = last_array_first(layer_keys)
         rng = np.random.default_rng(s.simulation.seed)
         self.workers: list[Worker] = []
         self.copies: list[HostCopies] = []

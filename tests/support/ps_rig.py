@@ -100,6 +100,7 @@ def ps_rig(
         workers,
         sync=sync,
         pull_with_push=pull_with_push,
+        credit=connections.credit,
     )
     barrier = StepBarrier(env, group, 0, workers, workers) if step_barrier else None
     protocol = PSProtocol(

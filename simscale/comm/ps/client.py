@@ -47,6 +47,16 @@ Slices = tuple[tuple[tuple[int, float], ...], ...]
 Mark = Callable[[int, int, int, str, float], None]
 
 
+def last_array_first(layer_keys: list[list[int]]) -> list[list[int]]:
+    """Each layer's keys in the order realrun's worker hands them to its KV client: last one
+    first, the bias before the weight (realrun/training/emulated_compute.py). Behind a byte
+    window the order decides whether a layer's big weight leaves alone or waits while small
+    keys pass it (simscale.network.stream): with the weight first, an MLP at 50 Mbit/s ran push
+    and pull one after the other, 0.718 s an iteration where realrun took 0.584 s (0.631 s last
+    first)."""
+    return [keys[::-1] for keys in layer_keys]
+
+
 @dataclass(frozen=True)
 class PSProtocol:
     """What every worker of one job sends to the servers, and how."""

@@ -6,14 +6,21 @@ back on another, each in order. Streams are made on first use, so a job of many 
 servers holds only the pairs that talk.
 
 realrun's shape (``kvstore.pull_request: with_push``) differs in two ways that move timings: its
-server acknowledges each push on receipt, on its one connection back to that worker, behind any
-pull reply already in it (realrun/ps/kv_server.py), which is what credits the worker's byte
-window; and it answers on its ROUTER socket in handling order, with no priority queue or byte
-window on replies (realrun/ps/postoffice.py ``_serve`` -> ``van.reply``), unlike a worker's
-requests.
+server acknowledges each push without waiting for the other workers, on its one connection back
+to that worker, behind any pull reply already in it (realrun/ps/kv_server.py), which is what
+credits the worker's byte window; and it answers on its ROUTER socket in handling order, with no
+priority queue or byte window on replies (realrun/ps/postoffice.py ``_serve`` -> ``van.reply``),
+unlike a worker's requests. The ack is one of the handler's answers to the push, so it leaves
+only once the server's one thread has handled that push: merged it and, if it completed the
+round, applied the update (``_push`` returns ``[ack, *pull replies]``). The credit of a push
+that has arrived therefore waits here (``credit``) until the server's handler sends it
+(simscale.comm.ps.server), not one latency after the arrival.
 """
 
 from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
 
 import simpy
 
@@ -49,6 +56,10 @@ class Connections:
         self.window_bytes = window_bytes
         self.ack_on_receipt = ack_on_receipt  # realrun's server (module doc)
         self._streams: dict[tuple[str, int, int], Stream] = {}
+        # Per (worker, server): the byte-window credits of pushes that have arrived and whose
+        # ack the server's handler has not sent yet, oldest first (the handler takes a
+        # worker's pushes to it in arrival order).
+        self._credits: dict[tuple[int, int], deque[Callable[[], None]]] = {}
 
     def to_server(self, worker: int, server: int) -> Stream:
         """Worker ``worker``'s connection to server ``server``."""
@@ -56,8 +67,9 @@ class Connections:
         if stream is None:
             stream = self._open(self.worker_hosts[worker], self.server_hosts[server], True)
             if self.ack_on_receipt:
-                # The server acknowledges each push on receipt, on its connection back.
-                stream.ack = lambda credit: self.to_worker(server, worker).send(0, credit)
+                # The server's handler acknowledges each push once it has handled it, on its
+                # connection back (``credit``).
+                stream.ack = self._credits.setdefault((worker, server), deque()).append
             self._streams[("w2s", worker, server)] = stream
         return stream
 
@@ -69,6 +81,12 @@ class Connections:
             stream = self._open(src, dst, scheduled=not self.ack_on_receipt)
             self._streams[("s2w", worker, server)] = stream
         return stream
+
+    def credit(self, server: int, worker: int) -> Callable[[], None]:
+        """What the ack of ``worker``'s oldest unacknowledged push to ``server`` credits back
+        when it reaches the worker (nothing where no byte window waits for acks)."""
+        pending = self._credits.get((worker, server))
+        return pending.popleft() if pending else _nothing
 
     def _open(self, src_host: int, dst_host: int, scheduled: bool) -> Stream:
         """A stream; ``scheduled`` False: in order, with no priority queue or byte window
@@ -83,6 +101,10 @@ class Connections:
             priority=scheduled and self.priority,
             window_bytes=self.window_bytes,
         )
+
+
+def _nothing() -> None:
+    pass
 
 
 def ps_connection_Bps(scenario: Scenario, costs: CostModel) -> float | None:

@@ -58,6 +58,14 @@ class SliceSync:
     served: int = 0
 
 
+def _nothing() -> None:
+    pass
+
+
+def _no_credit(_server: int, _worker: int) -> Callable[[], None]:
+    return _nothing
+
+
 class ServerGroup:
     """All server processes: their handler threads and the per-slice aggregation state."""
 
@@ -75,8 +83,12 @@ class ServerGroup:
         copies: int = 1,
         grpc: bool = False,
         report_hosts: tuple[int, ...] | None = None,
+        credit: Callable[[int, int], Callable[[], None]] | None = None,
     ) -> None:
         self.env = env
+        # (server, worker) -> what the ack of that worker's oldest unacknowledged push credits
+        # back to its byte window on arrival (simscale.comm.ps.connections ``credit``).
+        self.credit = credit if credit is not None else _no_credit
         # Trace hook: (iteration, key, worker or None for all, time) when a slice is updated.
         self.on_updated = on_updated
         self.to_worker = to_worker  # (server, worker) -> the server's connection to that worker
@@ -153,7 +165,7 @@ class ServerGroup:
         if not self.sync:
             cost = self.copies * (self.request_s + nbytes * self.update_s_per_byte)
             upd = thread.run(cost)
-            upd.callbacks.append(lambda _e: self._ack(server, worker, lambda: on_ack(0.0)))
+            upd.callbacks.append(lambda _e: self._ack_push(server, worker, lambda: on_ack(0.0)))
             if self.on_updated is not None:
                 upd.callbacks.append(lambda _e: self.on_updated(it, key, worker, self.env.now))
             return
@@ -173,9 +185,6 @@ class ServerGroup:
 
         def merged(_e: simpy.Event) -> None:
             st.pushed += 1
-            if self.pull_with_push:
-                # The push is acknowledged on receipt; nothing waits on that ack.
-                thread.occupy(self.copies * self.msg_s)
             if st.pushed == self.num_workers:
                 if not self.pull_with_push:
                     del self.state[(it, key, server)]
@@ -184,6 +193,12 @@ class ServerGroup:
                 upd.callbacks.append(lambda _e: self._updated(st))
                 if self.on_updated is not None:
                     upd.callbacks.append(lambda _e: self.on_updated(it, key, None, self.env.now))
+            if self.pull_with_push:
+                # The push is acknowledged without waiting for the other workers, but as the
+                # first of the handler's answers to it (realrun/ps/kv_server.py ``_push``):
+                # after its merge and the update it may complete, ahead of the pull replies
+                # that update releases. Nothing waits on it but the worker's byte window.
+                self._ack_push(server, worker, _nothing)
 
         done.callbacks.append(merged)
 
@@ -221,6 +236,17 @@ class ServerGroup:
     def reply(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         """A small message from ``server`` to ``worker`` (``deliver`` on arrival)."""
         self._ack(server, worker, deliver)
+
+    def _ack_push(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
+        """Acknowledge ``worker``'s oldest push to ``server`` not yet acknowledged; on arrival
+        the ack credits the worker's byte window, then ``deliver()``."""
+        credit = self.credit(server, worker)
+
+        def arrived() -> None:
+            credit()
+            deliver()
+
+        self._ack(server, worker, arrived)
 
     def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
         stream = self.to_worker(server, worker)

@@ -153,3 +153,24 @@ def test_a_push_waiting_for_other_workers_leaves_the_send_window_on_receipt() ->
     assert arrived[0] == pytest.approx(1210.064e-6 + WIRE_S + PATH_S, rel=1e-9)
     assert arrived[0] == pytest.approx(2310.128e-6, rel=1e-9)
     assert min(rig.done[(0, k)][0] for k in (0, 1)) > 5e-3  # both rounds waited for worker 1
+
+
+def test_with_push_the_window_is_credited_by_the_ack_the_handler_sends_after_the_update() -> None:
+    """realrun's pushpull behind a 1 MiB window: its server's handler answers a push with the
+    ack first and then the pull replies the update releases (realrun/ps/kv_server.py ``_push``),
+    so the credit leaves only once the push is merged and applied. Key 1's push arrives at
+    1110.064 us; merge 105 us, update 400 us, ack 10 us: it leaves at 1625.064 us and credits
+    the window a path's latency later, 1725.064 us; key 0's push, waiting for that credit,
+    arrives 1725.064 + 1000.064 + 100 = 2825.128 us (on receipt it would have been
+    2310.128 us)."""
+    two_keys = (((0, N),), ((0, N),))
+    rig = ps_rig(two_keys, window_bytes=1 << 20, pull_with_push=True)
+    rig.communicate(0, 1)
+    rig.communicate(0, 0)
+    rig.env.run()
+    arrived = {key: t for _, _, key, phase, t in rig.phases if phase == "update"}
+    assert arrived[1] == pytest.approx(MSG_S + WIRE_S + PATH_S, rel=1e-9)
+    acked = arrived[1] + REQUEST_S + N * MERGE_S_PER_BYTE + N * UPDATE_S_PER_BYTE + MSG_S
+    assert arrived[0] == pytest.approx(acked + PATH_S + WIRE_S + PATH_S, rel=1e-9)
+    assert arrived[0] == pytest.approx(2825.128e-6, rel=1e-9)
+    assert set(rig.done) == {(0, 0), (0, 1)}
