@@ -441,6 +441,9 @@ def main() -> int:
     if not Path(args.mxnet_python).exists():
         print(f"--mxnet-python {args.mxnet_python}: no such file", file=sys.stderr)
         return 2
+    malformed = [v for v in args.baseline_env if "=" not in v or v.startswith("=")]
+    if malformed:
+        parser.error(f"--baseline-env: {malformed[0]!r} is not NAME=VALUE")
     baseline_env = dict(v.split("=", 1) for v in args.baseline_env)
     if baseline_env and not args.baseline_root:
         args.baseline_root = ROOT

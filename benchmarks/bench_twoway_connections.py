@@ -37,11 +37,19 @@ PORT = 47100
 START_DELAY_S = 2.0  # every host's connections are up well before the first round
 
 
+CONNECT_LIMIT_S = 30.0  # a peer not listening by then has failed: say so, never hang
+
+
 def _connect(address: str) -> socket.socket:
+    deadline = time.monotonic() + CONNECT_LIMIT_S
     while True:
         try:
             return socket.create_connection((address, PORT))
         except OSError:
+            if time.monotonic() > deadline:
+                raise ConnectionError(
+                    f"{address}:{PORT} did not accept within {CONNECT_LIMIT_S:.0f} s"
+                ) from None
             time.sleep(0.05)
 
 
