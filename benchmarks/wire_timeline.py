@@ -12,12 +12,17 @@ ports: a command line with ``plan`` is an MXNet worker, any other a server or th
 Rounds: worker w's round-t pushes leave after its iteration t ends and its round-t replies are
 in before its iteration t+1 ends (the iteration times of the run's record or MXNet's outputs).
 Per measured round it prints, per worker, when (from the round's first push) its pushes left
-its NIC, when its last reply byte left the last server's NIC, and, per server host, how many
-bytes of its own worker's *next* round of pushes left that NIC while it was still answering
-the round: the interference that lets an early worker make the others late.
+its NIC (its last frame of at least ``REQUEST_BYTES`` to a server) and when its last reply byte
+left the last server's NIC; per server host, when it answered, and how many bytes of its own
+worker's *next* round of pushes left that NIC while it was still answering the round: the
+interference that lets an early worker make the others late.
 
     python -m benchmarks.wire_timeline LOG_DIR --run ssx-15652-ee6d1b --record REC.json
     python -m benchmarks.wire_timeline LOG_DIR --run ssx-15165-f4cad0 --mxnet-outputs DIR
+    python -m benchmarks.wire_timeline LOG_DIR --run ... --record REC.json --nic 2 --round 4
+
+``--nic H --round T`` prints instead the bytes that left host H's NIC per 50 ms of round T, by
+class and destination host: which of its worker's pushes and its server's replies shared it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ from pathlib import Path
 
 LISTENERS = "listeners.tsv"
 SCHEDULER_PORT_MXNET = 9091
+# Frames to a server smaller than this are pull requests (a meta frame: realrun's header, JSON
+# body and tag, ps-lite's packed meta, each under 300 bytes) or the tiniest keys' pushes: "push
+# done" is the last larger frame, so that it times the gradients, not the requests after acks.
+REQUEST_BYTES = 400
 
 
 def host_of_address(address: str) -> int:
@@ -108,6 +117,31 @@ def iteration_ends(args) -> tuple[dict[int, list[float]], int]:
     return dict(ends), warmup
 
 
+def nic_table(
+    rows: list[dict], ends: dict[int, list[float]], host: int, rnd: int, bucket_s: float = 0.05
+) -> None:
+    """Bytes leaving ``host``'s NIC per ``bucket_s`` from round ``rnd``'s first iteration end
+    (over about two rounds), by class and destination host."""
+    t0 = min(e[rnd] for e in ends.values())
+    print(
+        "iteration ends from the round's start (ms), per worker: "
+        + ", ".join(
+            f"w{h} " + " ".join(f"{(e - t0) * 1e3:.0f}" for e in ends[h][rnd : rnd + 3])
+            for h in sorted(ends)
+        )
+    )
+    table: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in rows:
+        dt = r["t"] - t0
+        if r["src"] == host and r["cls"] != "other" and -bucket_s <= dt < 1.6:
+            table[int(dt // bucket_s)][f"{r['cls']}->h{r['dst']}"] += r["bytes"]
+    names = sorted({k for c in table.values() for k in c})
+    print("   ms " + " ".join(f"{k:>10}" for k in names) + "   (KB)")
+    for b in sorted(table):
+        cells = " ".join(f"{table[b][k] / 1e3:>10.0f}" for k in names)
+        print(f"{b * bucket_s * 1e3:5.0f} {cells}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
@@ -116,12 +150,17 @@ def main() -> int:
     ap.add_argument("--mxnet-outputs", help="the MXNet replay's out-<host>.json folder")
     ap.add_argument("--warmup", type=int, default=2, help="MXNet: warm-up iterations")
     ap.add_argument("--verbose", action="store_true", help="one line per worker and round")
+    ap.add_argument("--nic", type=int, help="host whose NIC to show per 50 ms (with --round)")
+    ap.add_argument("--round", type=int, default=4, help="the round --nic shows")
     args = ap.parse_args()
     mxnet = args.mxnet_outputs is not None
     ports = listeners(args.folder, args.run)
     rows = frames(args.folder, args.run)
     classify(rows, ports, mxnet)
     ends, warmup = iteration_ends(args)
+    if args.nic is not None:
+        nic_table(rows, ends, args.nic, args.round)
+        return 0
     hosts = sorted(ends)
     n = min(len(v) for v in ends.values())
     totals: dict[str, int] = defaultdict(int)
@@ -135,8 +174,9 @@ def main() -> int:
             # pushes of worker h for round t: after its iteration t ends, before t+1 ends
             lo, hi = ends[h][t], ends[h][t + 1]
             mine = [r for r in rows if r["src"] == h and r["cls"] == "push" and lo <= r["t"] <= hi]
-            if mine:
-                push_last[h] = mine[-1]["t"] - round_start
+            data = [r for r in mine if r["bytes"] >= REQUEST_BYTES]
+            if data:
+                push_last[h] = data[-1]["t"] - round_start
                 totals["push"] += sum(r["bytes"] for r in mine)
             got = [r for r in rows if r["dst"] == h and r["cls"] == "reply" and lo <= r["t"] <= hi]
             if got:

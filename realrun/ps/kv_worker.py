@@ -19,7 +19,7 @@ simulator models (simscale.comm.ps.client):
   receives its pushes. Pulling each slice as its own ack came (as realrun did) let the first
   servers to finish send their replies while their hosts' workers were still pushing to the
   others: on co-located shapes the replies slowed those pushes, the workers fell out of step,
-  and realrun ran up to 25% behind MXNet (docs/realrun-scheduling.md).
+  and realrun ran at 0.76-0.85 of MXNet's speed (docs/realrun-scheduling.md).
 - ``with_push`` (realrun's pipelined pushpull, as BytePS): the pull request leaves right behind
   the push and waits at the server, saving the ack's and the request's trips.
 """
