@@ -15,6 +15,15 @@ read from one tap is valid as is for the other, so frames are never parsed.
 
 Run as ``python -m realrun.emulated.delay_wire`` inside the host's namespace (``EmulatedCluster``
 does).
+
+With ``REALRUN_WIRE_LOG_DIR`` set in the launcher's environment, each wire also keeps, for every
+frame it takes, the time it took it (after the sending tap's HTB: when the frame left the shaped
+NIC) and the frame's first bytes, and on exit writes ``<dir>/wire-<switch namespace>-<switch
+tap>.tsv`` (the namespace names the cluster, the tap the host): one line per TCP frame with its
+direction, addresses, ports, sequence and acknowledgement numbers, window field and payload
+bytes. Any system's traffic through the emulated cluster (realrun's, MXNet's) is then seen the
+same way (benchmarks/wire_timeline.py reads it). Off, it costs one test per frame. A frame the
+shaping queue dropped never reaches the wire: it shows only as its retransmission.
 """
 
 from __future__ import annotations
@@ -26,9 +35,12 @@ import ctypes
 import fcntl
 import os
 import select
+import signal
+import socket
 import struct
 import sys
 import time
+from pathlib import Path
 
 # <linux/if_tun.h>
 TUNSETIFF = 0x400454CA
@@ -51,6 +63,11 @@ WAKE_EARLY_S = 50e-6
 WIRE_NICE = -10  # CFS weight ~9.5x a nice-0 process: ahead of the workload, not real-time
 READ_BYTES = 1 << 18  # > one 64 KiB TSO frame plus its ethernet and virtio-net headers
 READY_LINE = "ready"
+WIRE_LOG_VARIABLE = "REALRUN_WIRE_LOG_DIR"
+VNET_HDR_BYTES = 10  # struct virtio_net_hdr: IFF_VNET_HDR without TUNSETVNETHDRSZ
+ETH_HDR_BYTES = 14
+LOGGED_BYTES = VNET_HDR_BYTES + ETH_HDR_BYTES + 60 + 20  # IPv4 and TCP headers, options included
+LOG_HEADER = "time_s\tfrom\tsrc\tdst\tsport\tdport\tseq\tpayload\tflags\tack\twindow\n"
 
 
 def open_tap(name: str) -> int:
@@ -93,6 +110,9 @@ class DelayWire:
         }
         self.frames_carried = 0
         self.frames_dropped = 0
+        # (time taken, source fd, frame length, its first LOGGED_BYTES) when logging (module
+        # docstring)
+        self.log: list[tuple[float, int, int, bytes]] | None = None
 
     def _deliver_due(self, now: float) -> float | None:
         """Write every frame whose time has come; return seconds until the next one is due."""
@@ -125,6 +145,8 @@ class DelayWire:
                 if not frame:
                     break
                 queue.append((due, frame))
+                if self.log is not None:
+                    self.log.append((now, src, len(frame), frame[:LOGGED_BYTES]))
 
     def run(self, stop_fd: int | None = None) -> None:
         """Carry frames until ``stop_fd`` becomes readable (or forever when it is None)."""
@@ -166,7 +188,62 @@ def main(argv: list[str] | None = None) -> None:
     # stdin is a pipe from the launcher: it reads EOF when the launcher closes it or dies, even
     # by SIGKILL, so no wire outlives its cluster's owner. (PR_SET_PDEATHSIG would instead fire
     # when the launcher *thread* that started the wire exits.)
-    DelayWire(host_fd, switch_fd, args.delay_us * 1e-6).run(stop_fd=sys.stdin.fileno())
+    wire = DelayWire(host_fd, switch_fd, args.delay_us * 1e-6)
+    log_dir = os.environ.get(WIRE_LOG_VARIABLE)
+    if not log_dir:
+        wire.run(stop_fd=sys.stdin.fileno())
+        return
+    wire.log = []
+    # The cluster stops its wires with SIGTERM: leave run() through the finally that writes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        wire.run(stop_fd=sys.stdin.fileno())
+    finally:
+        name = f"wire-{args.switch_netns}-{args.switch_dev}.tsv"
+        write_frame_log(Path(log_dir) / name, wire.log, host_fd)
+
+
+def frame_fields(
+    frame: bytes, length: int
+) -> tuple[str, str, int, int, int, int, int, int, int] | None:
+    """(src, dst, sport, dport, seq, payload bytes, TCP flags, ack, window field) of a TCP/IPv4
+    frame of ``length`` bytes whose first bytes are ``frame``, else None."""
+    ip = VNET_HDR_BYTES + ETH_HDR_BYTES
+    if len(frame) < ip + 20 or frame[ip - 2 : ip] != b"\x08\x00" or frame[ip + 9] != 6:
+        return None
+    ihl = (frame[ip] & 0x0F) * 4
+    tcp = ip + ihl
+    if len(frame) < tcp + 20:
+        return None
+    sport, dport, seq, ack = struct.unpack_from("!HHII", frame, tcp)
+    window = struct.unpack_from("!H", frame, tcp + 14)[0]  # unscaled: the scale is in the SYN
+    doff = (frame[tcp + 12] >> 4) * 4
+    payload = length - tcp - doff  # from the frame's length: a TSO super-frame's IP length may lie
+    return (
+        socket.inet_ntoa(frame[ip + 12 : ip + 16]),
+        socket.inet_ntoa(frame[ip + 16 : ip + 20]),
+        sport,
+        dport,
+        seq,
+        payload,
+        frame[tcp + 13],
+        ack,
+        window,
+    )
+
+
+def write_frame_log(path: Path, log: list[tuple[float, int, int, bytes]], host_fd: int) -> None:
+    """The frame log as TSV, times as wall-clock seconds (as realrun's message traces);
+    ``from`` is "host" (the frame left the host's NIC) or "switch" (it is going into it)."""
+    to_wall = time.time() - time.monotonic()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        f.write(LOG_HEADER)
+        for t, src, length, head in log:
+            fields = frame_fields(head, length)
+            if fields is not None:
+                side = "host" if src == host_fd else "switch"
+                f.write(f"{t + to_wall:.6f}\t{side}\t" + "\t".join(map(str, fields)) + "\n")
 
 
 if __name__ == "__main__":

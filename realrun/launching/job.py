@@ -367,6 +367,9 @@ class Job:
             # How the workers ordered each key's pull (realrun.ps.kv_worker); records without
             # it pipelined the pull behind the push (realrun.records.record.PULL_REQUEST_BEFORE).
             "pull_request": s.kvstore.pull_request,
+            # Under after_ack, what a key's pulls waited for: "key", every slice's ack, as
+            # MXNet; records without it pulled each slice of a split key as its own ack came.
+            "pull_after_ack_of": "key",
             # How the workers' messages left (realrun.ps.postoffice); records without it sent by
             # priority with a 256 KiB window (realrun.records.record.SCHEDULING_BEFORE).
             "scheduling": s.kvstore.scheduling,

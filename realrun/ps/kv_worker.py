@@ -9,11 +9,17 @@ them in priority order and many stay in flight at once. This module never touche
 ``pushpull`` orders a key's pull as the scenario's ``kvstore.pull_request`` says, the field the
 simulator models (simscale.comm.ps.client):
 
-- ``after_ack`` (MXNet, the default): each slice's pull request leaves once the server has
-  acknowledged its push, and the server acknowledges a sync push only after the round's update.
-  MXNet's KVStoreDist does this through its engine: the pull writes the key's buffer that the
-  push reads (kvstore_dist.h, ``comm_buf_``), so it runs only after ZPush's callback, which
-  ps-lite's KVWorker fires on the server's answer.
+- ``after_ack`` (MXNet, the default): the key's pull requests leave once every server holding
+  a slice of it has acknowledged that slice's push, and a server acknowledges a sync push only
+  after the round's update. MXNet's KVStoreDist does this through its engine: the pull writes
+  the key's buffer that the push reads (kvstore_dist.h, ``comm_buf_``), so it runs only after
+  ZPush's callback, which ps-lite's KVWorker fires once *every* server's answer to the key's
+  slices is in; the pull is then one ZPull to all of them. A big array's pulls therefore wait
+  for its slowest server, and no server answers a pull of it while another server still
+  receives its pushes. Pulling each slice as its own ack came (as realrun did) let the first
+  servers to finish send their replies while their hosts' workers were still pushing to the
+  others: on co-located shapes the replies slowed those pushes, the workers fell out of step,
+  and realrun ran at 0.76-0.85 of MXNet's speed (docs/realrun-scheduling.md).
 - ``with_push`` (realrun's pipelined pushpull, as BytePS): the pull request leaves right behind
   the push and waits at the server, saving the ack's and the request's trips.
 """
@@ -129,17 +135,16 @@ class KVWorker:
         ack_flags = Flag.ACK_AFTER_UPDATE
         if self.po.scheduling == "fifo":
             ack_flags |= Flag.NO_RECEIVED
-        for p in parts:
-            self._push(
-                key,
-                flat,
-                (p,),
-                handle,
-                priority,
-                ack_flags,
-                # Runs on the I/O thread when the ack arrives: the slice's pull goes out then.
-                lambda _ack, p=p: self._pull(key, flat_out, (p,), handle, priority),
-            )
+        # Runs on the I/O thread as each slice's ack arrives; the last one sends every slice's
+        # pull request (module docstring: after the whole key's push, as MXNet's engine).
+        unacked = [len(parts)]
+
+        def acked(_ack: Message) -> None:
+            unacked[0] -= 1
+            if unacked[0] == 0:
+                self._pull(key, flat_out, parts, handle, priority)
+
+        self._push(key, flat, parts, handle, priority, ack_flags, acked)
         return handle
 
     def server_stats(self, server: int) -> dict:

@@ -46,6 +46,7 @@ def test_the_cpu_scenario_completes_within_a_minute_and_writes_a_valid_record(tm
     assert record.scenario["kvstore"]["mode"] == "dist_sync"
     assert record.environment["launcher"] == "local"
     assert record.environment["pull_request"] == "after_ack"  # MXNet's ordering, the default
+    assert record.environment["pull_after_ack_of"] == "key"  # every slice's ack, as MXNet
     assert record.environment["workers"]["0"]["torch_threads"] == 1
     # kvstore.scheduling's default, honoured by every worker: ps-lite's order, no window.
     assert record.environment["scheduling"] == "fifo"

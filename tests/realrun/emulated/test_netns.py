@@ -11,6 +11,7 @@ import gzip
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,7 @@ import pytest
 
 from realrun.emulated import emulated_cluster as ec
 from realrun.emulated import netns
-from realrun.emulated.delay_wire import DelayWire
+from realrun.emulated.delay_wire import DelayWire, frame_fields, write_frame_log
 from realrun.emulated.emulated_cluster import EmulatedCluster, HostLink, host_address, python_env
 from realrun.emulated.linkprobe import Throughput, measure_round_trip, measure_throughput
 from realrun.emulated.machine_load import MAX_CPU_BUSY, LoadSampler
@@ -201,6 +202,65 @@ def test_delay_wire_holds_each_frame_for_the_delay_in_both_directions() -> None:
             if both_s < delay_s + late_s:
                 break
     within(both_s - delay_s, late_s, window, "the last frame after the delay")
+
+
+def _tcp_frame(payload: int, seq: int = 7, ack: int = 9, flags: int = 0x18) -> bytes:
+    """A frame as a tap with IFF_VNET_HDR hands it over: virtio-net header, Ethernet, IPv4
+    (20 bytes), TCP (32 bytes: 12 of options), then ``payload`` bytes."""
+    vnet = bytes(10)
+    eth = bytes(12) + b"\x08\x00"
+    tcp_len = 32
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        20 + tcp_len + payload,
+        0,
+        0,
+        64,
+        6,
+        0,
+        socket.inet_aton("10.77.0.1"),
+        socket.inet_aton("10.77.0.3"),
+    )
+    tcp = struct.pack("!HHIIBBHHH", 40000, 9091, seq, ack, (tcp_len // 4) << 4, flags, 512, 0, 0)
+    return vnet + eth + ip + tcp + bytes(12) + bytes(payload)
+
+
+def test_the_frame_log_reads_addresses_ports_and_payload_from_the_frame(tmp_path: Path) -> None:
+    """The wire logs a frame's head only; the payload comes from the whole frame's length
+    (a TSO super-frame's IP length field may not hold it), and non-TCP frames are skipped."""
+    frame = _tcp_frame(payload=3000, seq=123456789, ack=42)
+    assert frame_fields(frame[:120], len(frame)) == (
+        "10.77.0.1",
+        "10.77.0.3",
+        40000,
+        9091,
+        123456789,
+        3000,
+        0x18,
+        42,
+        512,
+    )
+    arp = bytes(10) + bytes(12) + b"\x08\x06" + bytes(28)
+    assert frame_fields(arp, len(arp)) is None
+    log = [(100.0, 3, len(frame), frame[:120]), (100.5, 4, len(arp), arp)]
+    path = tmp_path / "wire.tsv"
+    write_frame_log(path, log, host_fd=3)
+    header, line, *rest = path.read_text().splitlines()
+    assert rest == [] and header.split("\t")[:3] == ["time_s", "from", "src"]
+    assert line.split("\t")[1:] == [
+        "host",
+        "10.77.0.1",
+        "10.77.0.3",
+        "40000",
+        "9091",
+        "123456789",
+        "3000",
+        "24",
+        "42",
+        "512",
+    ]
 
 
 # -- real namespaces (root) -------------------------------------------------------------------

@@ -34,12 +34,17 @@ class WireRecorder:
         return [m.kind for m in self.sent]
 
 
-def worker(pull_request: str, window_bytes: int = MB) -> tuple[KVWorker, Postoffice]:
-    po = Postoffice(NodeEnv("worker", "127.0.0.1", 1, 2, 1, "127.0.0.1"), window_bytes=window_bytes)
+def worker(
+    pull_request: str, window_bytes: int = MB, servers: int = 1, bigarray_bound: int = 1000
+) -> tuple[KVWorker, Postoffice]:
+    po = Postoffice(
+        NodeEnv("worker", "127.0.0.1", 1, 2, servers, "127.0.0.1"), window_bytes=window_bytes
+    )
     po.van.close()
     po.van = WireRecorder()
-    po.assignment = Assignment(0, 2, 1, ("tcp://127.0.0.1:1",))
-    return KVWorker(po, pull_request=pull_request), po
+    addresses = tuple(f"tcp://127.0.0.1:{1 + s}" for s in range(servers))
+    po.assignment = Assignment(0, 2, servers, addresses)
+    return KVWorker(po, bigarray_bound=bigarray_bound, pull_request=pull_request), po
 
 
 def answer(po: Postoffice, kind: Kind, request: Message, value=None) -> None:
@@ -67,6 +72,33 @@ def test_after_ack_the_pull_request_leaves_only_when_the_push_is_acknowledged():
     answer(po, Kind.RESPONSE, po.van.sent[1], [7, 8, 9])
     handle.wait(1)
     assert out.tolist() == [7, 8, 9]
+
+
+def test_after_ack_a_split_key_is_pulled_only_once_every_slice_is_acknowledged():
+    """MXNet's pull of a key waits for ZPush's callback, which ps-lite fires when every server
+    has answered its slice; the pull is then one request to each server. A slice pulled as
+    soon as its own server acked would let that server's replies share its host's NIC with
+    pushes to the servers still waiting (docs/realrun-scheduling.md)."""
+    kv, po = worker("after_ack", servers=3, bigarray_bound=4)
+    out = np.zeros(6, dtype=np.float32)
+    handle = kv.pushpull(0, np.ones(6, dtype=np.float32), out)
+    po._flush()
+    pushes = list(po.van.sent)
+    assert [(m.kind, m.start, m.stop) for m in pushes] == [
+        (Kind.PUSH, 0, 2),
+        (Kind.PUSH, 2, 4),
+        (Kind.PUSH, 4, 6),
+    ]
+    answer(po, Kind.RESPONSE, pushes[2])
+    answer(po, Kind.RESPONSE, pushes[0])
+    assert po.van.kinds() == [Kind.PUSH] * 3  # one slice still unacknowledged: no pull yet
+    answer(po, Kind.RESPONSE, pushes[1])
+    pulls = po.van.sent[3:]
+    assert [(m.kind, m.start) for m in pulls] == [(Kind.PULL, 0), (Kind.PULL, 2), (Kind.PULL, 4)]
+    for i, pull in enumerate(pulls):
+        answer(po, Kind.RESPONSE, pull, [i, i])
+    handle.wait(1)
+    assert out.tolist() == [0, 0, 1, 1, 2, 2]
 
 
 def test_with_push_the_pull_request_follows_the_push_at_once():
