@@ -255,7 +255,12 @@ def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only()
     import math
     from dataclasses import replace
 
-    ring = [p for p in load_published() if p.system == "allreduce" and p.gpus > 1]
+    from simscale.spec.model_error import model_error_group
+
+    # one group: four campaigns have one-host all-reduce points
+    ring = [
+        p for p in load_published() if model_error_group(p.scenario) == "allreduce/real/one-host"
+    ]
     by_campaign = {p.campaign: p for p in ring}
     points = list(by_campaign.values())[:4]
     assert len(points) == 4
