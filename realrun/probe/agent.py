@@ -10,7 +10,14 @@ import argparse
 import json
 import sys
 
-from realrun.probe import allreduce_bw, gpu_rates, round_trip, server_cost, tcp_rate
+from realrun.probe import (
+    allreduce_bw,
+    gpu_rates,
+    ps_round_trip,
+    round_trip,
+    server_cost,
+    tcp_rate,
+)
 from simscale.lifetime import stop_on_signals
 
 
@@ -32,6 +39,16 @@ def _parser() -> argparse.ArgumentParser:
     pg.add_argument("--address", required=True)
     pg.add_argument("--port", type=int, required=True)
     pg.add_argument("--count", type=int, required=True)
+    ps = roles.add_parser("ps-serve")
+    ps.add_argument("--address", required=True)
+    ps.add_argument("--port", type=int, required=True)
+    ps.add_argument("--secret", required=True)
+    ps.add_argument("--timeout", type=float, required=True)
+    pp = roles.add_parser("ps-push")
+    pp.add_argument("--address", required=True)
+    pp.add_argument("--port", type=int, required=True)
+    pp.add_argument("--secret", required=True)
+    pp.add_argument("--count", type=int, required=True)
     sc = roles.add_parser("server-cost")
     sc.add_argument("--pushers", type=int, required=True)
     sc.add_argument("--rounds", type=int, required=True)
@@ -59,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         result = round_trip.echo(a.port, a.timeout)
     elif a.role == "ping":
         result = round_trip.ping(a.address, a.port, a.count)
+    elif a.role == "ps-serve":
+        result = ps_round_trip.serve(a.address, a.port, a.secret, a.timeout)
+    elif a.role == "ps-push":
+        result = ps_round_trip.push_acks(a.address, a.port, a.secret, a.count)
     elif a.role == "server-cost":
         result = server_cost.measure(
             a.pushers, server_cost.DEFAULT_SIZES_BYTES, a.rounds, a.momentum

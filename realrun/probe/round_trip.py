@@ -18,6 +18,7 @@ import socket
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 from realrun.emulated.machine_load import read_cpu_ticks
 from realrun.probe.hosts import READY_LINE, HostSet
@@ -95,6 +96,18 @@ def ping(address: str, port: int, count: int) -> dict:
     return {"wall_s": wall, "ping_wait_s": own, "echo_wait_s": peer}
 
 
+def between(hosts: HostSet, src: int, dst: int) -> dict[str, Any]:
+    """A round trip's ends, and its configured delay where the launcher knows the NICs'
+    (one-way per NIC, so a round trip crosses each NIC's twice)."""
+    a, b = hosts.hosts[src], hosts.hosts[dst]
+    configured = (
+        2 * (a.latency_us + b.latency_us) * 1e-6
+        if a.latency_us is not None and b.latency_us is not None
+        else None
+    )
+    return {"from": a.name, "to": b.name, "configured_rtt_s": configured}
+
+
 def run(hosts: HostSet, src: int, dst: int, count: int, port: int) -> Measurement:
     """``count`` request/echo round trips from host ``src`` to host ``dst``, seconds each."""
     timeout_s = count * 0.2 + SLACK_S
@@ -109,19 +122,11 @@ def run(hosts: HostSet, src: int, dst: int, count: int, port: int) -> Measuremen
     finally:
         hosts.stop_all()
     busy1, total1 = read_cpu_ticks()
-    a, b = hosts.hosts[src], hosts.hosts[dst]
-    configured = (
-        2 * (a.latency_us + b.latency_us) * 1e-6
-        if a.latency_us is not None and b.latency_us is not None
-        else None
-    )
     return Measurement(
         unit="s",
         samples=tuple(pinged["wall_s"]),
         context={
-            "from": a.name,
-            "to": b.name,
-            "configured_rtt_s": configured,
+            **between(hosts, src, dst),
             "message_bytes": MESSAGE_BYTES,
             # Per sample, in order: the time each end waited for a core during it.
             "ping_wait_s": pinged["ping_wait_s"],

@@ -17,11 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from realrun.emulated.machine_load import read_cpu_ticks
-from realrun.probe import allreduce_bw, gpu_rates, round_trip, server_cost, tcp_rate
+from realrun.probe import (
+    allreduce_bw,
+    gpu_rates,
+    ps_round_trip,
+    round_trip,
+    server_cost,
+    tcp_rate,
+)
 from realrun.probe.hosts import HostSet
 from realrun.records.probe_record import Measurement, ProbeRecord
 
-STEPS = ("rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu")
+STEPS = ("rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu", "psrtt")
 BASE_PORT = 45_100  # one port per step: no wait for a previous step's TIME_WAIT sockets
 UNSHAPED_BURST_BYTES = 32 << 20  # one connection's rounds where the NIC's rate is unknown
 
@@ -39,6 +46,7 @@ class ProbeOptions:
     incast_burst_bytes: int = 1 << 20
     incast_rounds: int = 20
     rtt_count: int = 200  # a low quantile of 200 is robust to a loaded machine's outliers
+    ps_rtt_count: int = 200  # realrun's own small push and ack (realrun.probe.ps_round_trip)
     server_pushers: int = 4
     server_rounds: int = 5
     momentum: float = 0.9
@@ -116,6 +124,10 @@ def probe(
                 server_cost.run(
                     hosts, options.server_pushers, options.server_rounds, options.momentum
                 )
+            )
+        elif step == "psrtt":
+            measurements["ps_push_ack_s"] = ps_round_trip.run(
+                hosts, 0, 1, options.ps_rtt_count, port
             )
         elif step == "allreduce":
             measurements.update(
