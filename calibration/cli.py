@@ -61,8 +61,9 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="VALIDATE.json",
         help="keep in the profile the simulator's own error per group (ps/allreduce/ddp-zero, "
-        "emulated/real), estimated from the held-out residuals of this `simscale validate "
-        "--json` output; `predict --interval` widens by it",
+        "emulated/real; real ps and allreduce also network/one-host), estimated from the "
+        "held-out residuals of this `simscale validate --json` output; `predict --interval` "
+        "widens by it",
     )
     p.add_argument(
         "--onto",

@@ -467,6 +467,7 @@ def model_error_term(group: str, model_error: ModelError | None, level: float) -
     if model_error is None:
         return ModelErrorTerm(group)
     me = model_error
+    group = me.kept_group(group)
     n = me.residuals.get(group, 0)
     if group in me.scores:
         margin = me.margin(group, level)

@@ -255,7 +255,12 @@ def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only()
     import math
     from dataclasses import replace
 
-    ring = [p for p in load_published() if p.system == "allreduce" and p.gpus > 1]
+    from simscale.spec.model_error import model_error_group
+
+    # one group: four campaigns have one-host all-reduce points
+    ring = [
+        p for p in load_published() if model_error_group(p.scenario) == "allreduce/real/one-host"
+    ]
     by_campaign = {p.campaign: p for p in ring}
     points = list(by_campaign.values())[:4]
     assert len(points) == 4
@@ -281,6 +286,33 @@ def test_a_campaigns_model_error_comes_from_the_other_campaigns_residuals_only()
         pytest.approx(110 * math.exp(-margin)),
         pytest.approx(110 * math.exp(margin)),
     )
+
+
+def test_a_one_host_points_margin_is_never_fed_by_multi_host_residuals() -> None:
+    """Hand-derived: parameter-server points of four campaigns inside one host, predicted 2%
+    high, and of four campaigns across hosts, predicted 50% high, each band the point alone
+    (score |log residual|). A one-host point's 50% margin is the ceil(0.5 * 4) = 2nd smallest
+    of the other three campaigns' one-host scores, log(1.02), however wrong the multi-host
+    points are (in one pool of six or seven it would be the 4th smallest: log(1.5)); a
+    multi-host point's is log(1.5)."""
+    import math
+
+    from simscale.spec.model_error import model_error_group
+
+    by_group: dict[str, dict[str, object]] = {}
+    for p in load_published():
+        by_group.setdefault(model_error_group(p.scenario), {}).setdefault(p.campaign, p)
+    inside, across = by_group["ps/real/one-host"], by_group["ps/real/network"]
+    assert len(inside) >= 4 and len(across) >= 4
+    judged = [
+        pf.Judged(p, "throughput", 100.0, 100.0 * r, draws=(100.0 * r,))
+        for points, r in ((inside, 1.02), (across, 1.5))
+        for p in list(points.values())[:4]
+    ]
+    for j in pf.with_held_out_model_error(judged):
+        one_host = model_error_group(j.point.scenario) == "ps/real/one-host"
+        want = math.log(1.02) if one_host else math.log(1.5)
+        assert j.model_error_term(0.5).margin == pytest.approx(want, abs=1e-4)
 
 
 def test_the_shipped_real_hardware_profile_pins_down_every_parameter_it_fitted():
