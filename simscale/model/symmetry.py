@@ -204,7 +204,9 @@ MAX_COMMUNICATION_LOAD = 0.5
 # NIC load 0.47, 0.61, 0.64) -4.5%, -4.2%, +5.3%, where pulling slice by slice measured -0.8%,
 # +2.7%, +0.4% with the same profile; the exact model itself moved -5.7%, -1.4%, -5.1% (169,876
 # -> 160,114, 231,945 -> 228,704, 259,813 -> 246,518 samples/s) and the reduction -9.2%, -8.0%,
-# -0.5%. ResNet-50 on 32 hosts (burst 2.2%) stayed at +0.00%. Not the representative's ack
+# -0.5%. On 64 hosts (burst 20.5%, NIC load 0.97) +1.0% (+1.3% slice by slice; exact 399,508
+# -> 381,999 samples/s).
+# ResNet-50 on 32 hosts (burst 2.2%) stayed at +0.00%. Not the representative's ack
 # position: its turn on the server thread for a split key's acks, moved from the middle to
 # first, to the exact model's mean of a worker's latest rank over the key's 16 servers (10.4 of
 # 0..15; 14.5 were they independent) and to 14.5, left 16 hosts at 152,965 samples/s to the
