@@ -13,10 +13,11 @@ KVStoreDist, one key slice at a time:
   turn that nothing waits for.
 
 How a key goes round (``communicate``, the worker's one hook, simscale.comm.communicator): the
-host's GPUs' gradients are summed on its copy engine, every slice is pushed, and each slice is
-pulled after its push is acknowledged (MXNet: the pull of a key depends on its push), or with
-its push (``pull_request: with_push``), or once every push of the iteration is acknowledged
-(TensorFlow's step barrier, simscale.comm.ps.step_barrier). When the last slice's weights are
+host's GPUs' gradients are summed on its copy engine, every slice is pushed, and the key's
+slices are pulled once every one of its pushes is acknowledged (MXNet: the pull of a key depends
+on its push, whose callback ps-lite fires when every server has answered), or each with its push
+(``pull_request: with_push``), or once every push of the iteration is acknowledged (TensorFlow's
+step barrier, simscale.comm.ps.step_barrier). When the last slice's weights are
 back, the copy engine broadcasts them to the GPUs and the worker is told.
 """
 
@@ -91,14 +92,16 @@ class PSProtocol:
 
 
 class _KeyRound:
-    """One key's round trip in one iteration: slices still out, the longest wait for others."""
+    """One key's round trip in one iteration: slices still out, pushes not yet acknowledged,
+    the longest wait for others."""
 
-    __slots__ = ("done", "it", "key", "left", "others")
+    __slots__ = ("done", "it", "key", "left", "others", "unacked")
 
     def __init__(self, it: int, key: int, slices: int, done: Done) -> None:
         self.it = it
         self.key = key
         self.left = slices
+        self.unacked = slices
         self.others = 0.0
         self.done = done
 
@@ -193,15 +196,21 @@ class PSClient:
     # ---- what happens on the way back ----
 
     def _acked(self, r: _KeyRound, server: int, nbytes: float, waited: float) -> None:
-        """A push's ack reached the worker. MXNet's pull of a key depends on its push: the
-        request follows the ack. Behind a step barrier it waits for every worker's every push
+        """A push's ack reached the worker. MXNet's pull of a key depends on its push, and
+        ps-lite calls the push done once every server holding a slice has answered: the key's
+        pull requests follow its last ack (kvstore_dist.h, ZPush's callback; realrun's
+        KVWorker does the same). Behind a step barrier it waits for every worker's every push
         instead; with pushpull it is already on its way."""
         if self.barrier is not None:
             self.barrier.acked(r.it, r.key, lambda w: self._pull_after(r, server, nbytes, w))
         elif self.protocol.pull_with_push:
             r.waited(waited)
         else:
-            self._pull_after(r, server, nbytes, waited)
+            r.waited(waited)
+            r.unacked -= 1
+            if r.unacked == 0:
+                for s, n in self.protocol.slices[r.key]:
+                    self.pull(r, s, n)
 
     def _pull_after(self, r: _KeyRound, server: int, nbytes: float, waited: float) -> None:
         r.waited(waited)

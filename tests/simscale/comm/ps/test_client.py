@@ -89,15 +89,16 @@ def test_a_split_key_is_back_when_its_last_slice_is() -> None:
     they share the worker's egress: slice 0 leaves alone for 10 us (10,000 bytes), then both at
     half rate, slice 0's last byte at 20 + 490,064 / 0.5e9 = 1000.128 us, slice 1's 10,000 bytes
     later at 1010.128; they arrive at 1100.128 and 1110.128. Each server merges (5 + 50 us),
-    updates (200 us) and acks (10 us): acks at 1465.128 and 1475.128; pull requests at 1575.128
-    and 1585.128 (the van sends the second once free, at 1475.128); replies leave at 1590.128 and
-    1600.128 and share the worker's ingress the same way: last bytes at 2580.256 and 2590.256,
-    the key is back at 2690.256 us."""
+    updates (200 us) and acks (10 us): acks at 1465.128 and 1475.128. As in MXNet, the key's
+    pull requests wait for its last ack, then leave 10 us apart on the van: they reach the
+    servers at 1585.128 and 1595.128 (10 us later than if each slice were pulled on its own
+    ack); replies leave at 1600.128 and 1610.128 and share the worker's ingress the same way:
+    last bytes at 2590.256 and 2600.256, the key is back at 2700.256 us."""
     half = N / 2
     rig = ps_rig((((0, half), (1, half)),), servers=2)
     rig.communicate(0, 0)
     rig.env.run()
-    assert rig.done[(0, 0)][0] == pytest.approx(2690.256e-6, rel=1e-9)
+    assert rig.done[(0, 0)][0] == pytest.approx(2700.256e-6, rel=1e-9)
 
 
 def test_the_host_sums_before_pushing_and_copies_back_after_pulling() -> None:
