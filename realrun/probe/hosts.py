@@ -18,6 +18,7 @@ import contextlib
 import json
 import select
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -73,6 +74,11 @@ class HostSet:
 
     def load(self) -> dict[str, Any] | None:
         """This machine's load while probing, where the launcher samples it."""
+        return None
+
+    def free_port(self) -> int | None:
+        """A port a step's listener can take on every host, where the launcher can tell; None
+        where it cannot (the runner then uses the step's fixed port)."""
         return None
 
     # -- life cycle ---------------------------------------------------------------------
@@ -175,6 +181,13 @@ class LocalHosts(HostSet):
 
     def describe(self) -> dict[str, Any]:
         return {"hosts": "all on this machine, over 127.0.0.1", "link_shaping": None}
+
+    def free_port(self) -> int | None:
+        """One the kernel has free on 127.0.0.1: every host shares this machine's ports, so two
+        local probes at once (a test suite's workers) would collide on the fixed ones."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
 
 
 class NetnsHosts(HostSet):

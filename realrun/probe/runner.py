@@ -78,7 +78,7 @@ def probe(
     for i, step in enumerate(steps, 1):
         progress(f"[{i}/{len(steps)}] {step} ...")
         t0 = time.monotonic()
-        port = BASE_PORT + STEPS.index(step)
+        port = hosts.free_port() or BASE_PORT + STEPS.index(step)
         if step == "rtt":
             measurements["rtt_s"] = round_trip.run(hosts, 1, 0, options.rtt_count, port)
         elif step in ("tcp", "aggregate"):

@@ -3,7 +3,10 @@ and a failed host stopping it with one line that names the host."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +29,27 @@ SHORT = ProbeOptions(
 )
 
 
+def _agents_marked(mark: str) -> list[int]:
+    """Probe agents still running whose environment carries ``mark`` (this test's, not those of
+    another test worker probing at the same time)."""
+    found = subprocess.run(["pgrep", "-f", "realrun.probe.agent"], capture_output=True, text=True)
+    mine = []
+    for pid in found.stdout.split():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:  # it ended meanwhile
+            continue
+        if f"SIMSCALE_TEST_MARK={mark}".encode() in environ.split(b"\0"):
+            mine.append(int(pid))
+    return mine
+
+
 @pytest.mark.slow
-def test_a_local_probe_writes_a_record_and_leaves_nothing_running(tmp_path, capsys) -> None:
+def test_a_local_probe_writes_a_record_and_leaves_nothing_running(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    mark = f"{os.getpid()}-{tmp_path.name}"
+    monkeypatch.setenv("SIMSCALE_TEST_MARK", mark)
     out = tmp_path / "probe.json"
     argv = ["probe", "--launcher", "local", "--hosts", "3", "-o", str(out)]
     assert cli.main([*argv, "--skip", "aggregate,server,allreduce,gpu,psrtt"]) == 0
@@ -37,8 +59,30 @@ def test_a_local_probe_writes_a_record_and_leaves_nothing_running(tmp_path, caps
     assert record.measured("tcp_connection_Bps").spread.median > 0
     err = capsys.readouterr().err
     assert "[1/3] rtt" in err and "[3/3] incast done" in err
-    left = subprocess.run(["pgrep", "-f", "realrun.probe.agent"], capture_output=True, text=True)
-    assert left.stdout.strip() == ""
+    assert _agents_marked(mark) == []
+
+
+@pytest.mark.slow
+def test_two_local_probes_at_once_take_their_own_ports() -> None:
+    """A test suite's workers probe this machine at the same time: each local step listens on
+    a port the kernel has free, where fixed ports made the second probe's sink fail to start."""
+    results: list[object] = [None, None]
+
+    def one(i: int) -> None:
+        try:
+            with LocalHosts(3) as hosts:
+                results[i] = probe(hosts, SHORT)
+        except Exception as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for r in results:
+        assert not isinstance(r, Exception), r
+        assert r is not None and r.measured("incast_share_log_deviation") is not None
 
 
 def test_a_failed_host_stops_the_probe_with_one_line_naming_it() -> None:
