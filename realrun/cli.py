@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add_probe(sub: argparse._SubParsersAction) -> None:
-    from realrun.probe.runner import STEPS
+    from realrun.probe.steps import STEPS
 
     probe = sub.add_parser(
         "probe", help="measure the cluster's network, servers, all-reduce and GPUs in minutes"

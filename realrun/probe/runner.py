@@ -26,9 +26,9 @@ from realrun.probe import (
     tcp_rate,
 )
 from realrun.probe.hosts import HostSet
+from realrun.probe.steps import STEPS
 from realrun.records.probe_record import Measurement, ProbeRecord
 
-STEPS = ("rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu", "psrtt")
 BASE_PORT = 45_100  # one port per step: no wait for a previous step's TIME_WAIT sockets
 UNSHAPED_BURST_BYTES = 32 << 20  # one connection's rounds where the NIC's rate is unknown
 
