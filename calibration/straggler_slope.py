@@ -31,10 +31,15 @@ from pathlib import Path
 import numpy as np
 
 from calibration.published import PublishedPoint, load_transformers
-from calibration.published_transformers import FIT_MAX_GPUS, _keys_of
+from calibration.published_transformers import FIT_MAX_GPUS, mechanism
 from simscale.model.stragglers import expected_max_of_normals
 
 HELD_OUT = "nvidia-dle-bert"
+
+
+def _offset(p: PublishedPoint) -> str:
+    """The offset a point shares: its campaign and the fraction of peak a fold fits for it."""
+    return f"{p.campaign} {mechanism(p.gpu, p.scenario.training.compute_precision)}"
 
 
 @dataclass(frozen=True)
@@ -62,13 +67,12 @@ def slope(
         and not r["unmodelled"]
         and points[str(r["name"])].gpus <= max_gpus
     ]
-    groups = sorted({f"{p.campaign} {_keys_of(p)}" for _, p in chosen})
+    groups = sorted({_offset(p) for _, p in chosen})
     if len(chosen) <= len(groups) + 1:
         raise ValueError(f"{len(chosen)} points cannot fit {len(groups)} offsets and a slope")
     x = np.array(
         [
-            [float(f"{p.campaign} {_keys_of(p)}" == g) for g in groups]
-            + [expected_max_of_normals(p.gpus)]
+            [float(_offset(p) == g) for g in groups] + [expected_max_of_normals(p.gpus)]
             for _, p in chosen
         ]
     )
