@@ -9,13 +9,18 @@ at X samples/s and the series' single-GPU rate X1, one GPU spends per optimizer 
 beyond what its single-GPU rate gives. Two kinds of cost are told apart by how ``lost`` moves
 with K: a cost per micro-batch (a fixed share of compute, the same at every size) gives a K;
 a cost paid once per optimizer step gives a constant b, whatever the number of GPUs. The
-series is fitted three ways, each by least squares weighted by the published figures' own
+series is fitted four ways, each by least squares weighted by the published figures' own
 spread (the repeat measurements of one setup in the same source):
 
 - ``a K + b``: per micro-batch and per step, at every size;
 - ``a K + b [more than one host]``: the per-step cost starting once the job leaves its host;
-- ``a K + c sqrt(K) E[max of N normals]``: a Gaussian spread of each GPU's compute, the step
-  waiting for the slowest GPU's K micro-batches (the shape simscale.model.stragglers gives).
+- ``a K + c sqrt(K) E[max of N normals]``: a Gaussian spread of each GPU's compute, drawn
+  afresh for every micro-batch, the step waiting for the slowest GPU's sum of K;
+- ``c K E[max of N normals] + b``: a spread of GPU speeds that lasts (clocks, power limits:
+  the same GPU is the slowest on every micro-batch), so every micro-batch waits for the
+  slowest of N, plus a per-step cost. This is the shape of simscale.model.stragglers: the
+  worker applies its factor 1 + sigma E[max of N] to every micro-batch, so ``c`` is sigma times
+  one micro-batch (for the modes it counts as synchronous, which do not include ddp and zero).
 
 Nothing here is simulated: it reads the published rows only. docs/transformer-judgement.md
 uses it on the BERT series; ``python -m calibration.step_loss`` prints the table.
@@ -34,7 +39,7 @@ import numpy as np
 from calibration.published import PublishedPoint, load_transformers
 from simscale.model.stragglers import expected_max_of_normals
 
-MODELS = ("per step", "per step from 2 hosts", "Gaussian stragglers")
+MODELS = ("per step", "per step from 2 hosts", "Gaussian stragglers", "slowest GPU")
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,8 @@ class Row:
 @dataclass(frozen=True)
 class Fit:
     model: str
-    coefficients: tuple[float, ...]  # seconds: a (per micro-batch), then b or c
+    # seconds: a (per micro-batch) then b or c; "slowest GPU": c (sigma x micro-batch), then b
+    coefficients: tuple[float, ...]
     errors: tuple[float, ...]  # their standard errors
     chi2: float
     dof: int
@@ -97,13 +103,15 @@ def _row(p: PublishedPoint) -> Row:
 
 def _fit(model: str, rows: Sequence[Row], spread: float) -> Fit:
     k = np.array([r.micro_batches for r in rows], dtype=float)
-    if model == "per step":
+    slowest = np.array([expected_max_of_normals(r.gpus) for r in rows])
+    first = k * slowest if model == "slowest GPU" else k
+    if model in ("per step", "slowest GPU"):
         second = np.ones_like(k)
     elif model == "per step from 2 hosts":
         second = np.array([float(r.hosts > 1) for r in rows])
     else:
-        second = np.sqrt(k) * np.array([expected_max_of_normals(r.gpus) for r in rows])
-    x = np.column_stack([k, second])
+        second = np.sqrt(k) * slowest
+    x = np.column_stack([first, second])
     y = np.array([r.lost_s for r in rows])
     w = 1.0 / (spread * np.array([r.step_s for r in rows]))
     xw = x * w[:, None]
@@ -142,17 +150,21 @@ def format_table(all_series: Sequence[Series], spread: float) -> str:
     lines = [
         f"published figures' spread (repeat measurements): {spread:.2%}",
         "",
-        "| series | points | per micro-batch | per step | chi2/dof: per step, "
-        "from 2 hosts, Gaussian stragglers |",
-        "|---|---|---|---|---|",
+        "| series | points | per micro-batch | per step | slowest GPU: sigma, per step | "
+        "chi2/dof: per step, from 2 hosts, Gaussian stragglers, slowest GPU |",
+        "|---|---|---|---|---|---|",
     ]
     for s in all_series:
         f = s.fits["per step"]
         (a, b), (ea, eb) = f.coefficients, f.errors
+        g = s.fits["slowest GPU"]
+        (c, d), (ec, ed) = g.coefficients, g.errors
         chi = ", ".join(f"{s.fits[m].chi2:.1f}/{s.fits[m].dof}" for m in MODELS)
         lines.append(
             f"| {s.key} | {len(s.rows)} | {a * 1e3:.1f} ± {ea * 1e3:.1f} ms "
-            f"({a / s.micro_s:.1%}) | {b * 1e3:.0f} ± {eb * 1e3:.0f} ms | {chi} |"
+            f"({a / s.micro_s:.1%}) | {b * 1e3:.0f} ± {eb * 1e3:.0f} ms "
+            f"| {c / s.micro_s:.2%} ± {ec / s.micro_s:.2%}, {d * 1e3:.0f} ± {ed * 1e3:.0f} ms "
+            f"| {chi} |"
         )
     return "\n".join(lines)
 
