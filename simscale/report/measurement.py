@@ -52,6 +52,17 @@ class IterationStarts:
         recent = np.diff(self.boundaries[i - MIN_MEASURED : i + 1])
         return bool((recent.max() - recent.min()) <= tolerance * recent.mean())
 
+    def mean_is_stable(self, first: int, i: int, tolerance: float) -> bool:
+        """Whether the mean iteration time from iteration ``first`` to ``i`` is within
+        ``tolerance`` of the mean without the last ``MIN_MEASURED``: for iterations that differ
+        by design, the average, not each iteration, is what must settle."""
+        if i - first < 2 * MIN_MEASURED:
+            return False
+        b = self.boundaries
+        whole = (b[i] - b[first]) / (i - first)
+        shorter = (b[i - MIN_MEASURED] - b[first]) / (i - MIN_MEASURED - first)
+        return abs(whole - shorter) <= tolerance * whole
+
 
 @dataclass(frozen=True)
 class RunFacts:
