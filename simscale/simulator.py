@@ -203,7 +203,8 @@ class Simulation:
         self.copies: list[HostCopies] = []
         self.clients: list[PSClient] = []
         self.loaders: list[InputPipeline] = []
-        self.starts = IterationStarts(env, n_iter, lay.num_workers)
+        drawn = self.servers is not None and bool(costs.message_stack_quantiles_us)
+        self.starts = IterationStarts(env, n_iter, lay.num_workers, by_mean=drawn)
         full = self.full_layout
         self.job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
         self.straggler_factor, self.straggler_gpus = 1.0, 1
@@ -300,26 +301,17 @@ class Simulation:
             raise IncompleteRun(self._stopped_message(clock, warm))
         self.measurement.reset()
         end, stable, stopped = last, False, ""
-        # With a stack delay drawn per message iterations differ by design, and three alike by
-        # chance do not say the run has settled (simscale.comm.ps.stack_delay): all are measured.
-        settles = not (self.servers is not None and self.costs.message_stack_quantiles_us)
         for i in range(warm + 1, last + 1):
             if not self._run_until(clock, i):
                 if i - 1 == warm:
                     raise IncompleteRun(self._stopped_message(clock, warm))
                 end, stopped = i - 1, self._stopped_message(clock, warm)
                 break
-            if (
-                settles
-                and i - warm >= MIN_MEASURED
-                and self.starts.is_stable(i, sim.stable_tolerance)
-            ):
+            if i - warm >= MIN_MEASURED and self.starts.is_stable(i, sim.stable_tolerance):
                 end, stable = i, True
                 break
-        if not settles and not stopped:
-            stable = self.starts.mean_is_stable(warm, end, sim.stable_tolerance)
         facts = RunFacts(
-            stable=stable,
+            stable=stable or self.starts.mean_is_stable(warm, end, sim.stable_tolerance),
             simulated_s=self.env.now,
             events=self.env.events_processed,
             wall_s=time.perf_counter() - clock.start_s,
