@@ -72,7 +72,7 @@ class IterationStarts:
         b = self.boundaries
         whole = (b[i] - b[first]) / (i - first)
         shorter = (b[i - MIN_MEASURED] - b[first]) / (i - MIN_MEASURED - first)
-        return abs(whole - shorter) <= tolerance * whole
+        return bool(abs(whole - shorter) <= tolerance * whole)
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,4 @@ def test_a_run_with_a_stack_delay_is_stable_when_its_average_has_settled():
     whole = (b[end] - b[warm]) / (end - warm)
     shorter = (b[end - 3] - b[warm]) / (end - 3 - warm)
     assert result.stable == (abs(whole - shorter) <= s.simulation.stable_tolerance * whole)
+    assert type(result.stable) is bool  # predict --json writes it (a numpy bool is refused)
