@@ -11,7 +11,8 @@ point error (mean, worst) and 90% coverage (with the model error and with parame
 each with its median relative width) beside the campaign profile's figures and the
 campaign's cost in hours (its records' timestamps and its log's wall times), and writes
 benchmarks/results/probe-emulated.{csv,json} plus the probe records and the profile (refusing
-to overwrite them unless --force).
+to overwrite them unless --force). With --reuse, the records in --out are used, with
+``probe-emulated-psrtt-<shape>.json`` (the psrtt step alone) beside them where present.
 
     python -m benchmarks.bench_probe_emulated [--out DIR] [--force] [--reuse]   # as root
 """
@@ -108,6 +109,10 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     if a.reuse:
         paths = [a.out / f"probe-emulated-{n}.json" for n, _, _ in SHAPES]
+        # Records of the psrtt step alone, taken after the others (docs/probe.md), join them.
+        paths += [
+            p for n, _, _ in SHAPES if (p := a.out / f"probe-emulated-psrtt-{n}.json").exists()
+        ]
         probe_s = sum(json.loads(p.read_text())["environment"]["wall_s"] for p in paths)
     else:
         paths, probe_s = probe_shapes(a.out)

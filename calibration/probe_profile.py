@@ -21,7 +21,14 @@ Each profile key comes from one measurement, bottom-up (design.md's calibration 
 - ``server_request_us``: the server's CPU per small push, less the ack it sends (which the
   simulator charges as a message overhead);
 - ``server_merge_ns_per_byte`` / ``server_update_ns_per_byte``: per byte of a push that does
-  not complete the round, and the extra of one that does (the optimizer update).
+  not complete the round, and the extra of one that does (the optimizer update);
+- ``message_stack_quantiles_us``: realrun's own small push and its ack between two hosts (the
+  ``psrtt`` step), each round trip less what the simulator's costs above give the same push
+  (``simulated_push_ack_s``: the configured round trip times ``latency_factor``, the push's
+  bytes at the NIC's usable rate, two message overheads, the server's request, merge and
+  update), never below 0; pooled over the records, halved (one delay for the push's handling,
+  one for the ack's), as ``STACK_QUANTILES`` evenly spaced quantiles the simulator draws each
+  message's delay from (simscale.comm.ps.stack_delay). Real time, as measured.
 
 Each parameter's uncertainty (1-sigma of log(value), the format profiles/*.yaml use) is its
 samples' log spread, pooled over the records given: a training run meets that spread, not
@@ -38,8 +45,11 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from calibration.errors import CalibrationError
 from realrun.records.probe_record import Measurement, ProbeRecord, ProbeRecordError, load_probe
+from simscale.comm.ps.server import HEADER_BYTES
 from simscale.spec.costs import CostModel
 from simscale.spec.profile import PROFILE_SCHEMA_VERSION, FitInfo, Profile
 
@@ -48,6 +58,9 @@ MIN_US = 0.5  # calibration/fit.py's lower bound of a per-message cost
 # the network's own is near the bottom of the distribution; the 10th percentile rather than
 # the minimum, which one lucky sample or clock step sets.
 RTT_QUANTILE = 0.10
+# Quantiles of the stack delay a profile keeps, at probabilities (i + 0.5) / 20: 5% steps, as
+# fine as 200 round trips (the psrtt step's) resolve a tail.
+STACK_QUANTILES = 20
 
 
 def _samples(records: Sequence[ProbeRecord], name: str) -> list[float]:
@@ -122,6 +135,53 @@ def allreduce_bus_Bps(record: ProbeRecord) -> float | None:
     return 1 / slope if slope > 0 else None
 
 
+def simulated_push_ack_s(record: ProbeRecord, costs: CostModel) -> float | None:
+    """What the simulator's own costs give the record's psrtt push and its ack, seconds (None
+    where the record has no psrtt step or does not say its link): the configured round trip
+    times ``latency_factor``, the push (its key and a header) at the usable rate of the slower
+    NIC, the worker's and the server's message overheads, and the server's request, merge and
+    update of the key (one pusher completes every round), as simscale.comm.ps.server has them."""
+    m = record.measured("ps_push_ack_s")
+    if m is None:
+        return None
+    ctx = m.context
+    rates = [
+        h.get("rate_mbit")
+        for h in record.hosts
+        if h.get("name") in (ctx.get("from"), ctx.get("to"))
+    ]
+    if not ctx.get("configured_rtt_s") or len(rates) != 2 or not all(rates):
+        return None
+    nbytes = float(ctx["key_bytes"])
+    wire_Bps = min(float(r) for r in rates) * 1e6 / 8 * costs.bandwidth_factor
+    cpu_s = (
+        2 * costs.message_overhead_us * 1e-6
+        + costs.server_request_us * 1e-6
+        + nbytes * (costs.server_merge_ns_per_byte + costs.server_update_ns_per_byte) * 1e-9
+    )
+    return (
+        float(ctx["configured_rtt_s"]) * costs.latency_factor
+        + (nbytes + HEADER_BYTES) / wire_Bps
+        + cpu_s
+    )
+
+
+def stack_quantiles_us(records: Sequence[ProbeRecord], costs: CostModel) -> tuple[float, ...]:
+    """Per message each way, microseconds: the records' psrtt round trips less what ``costs``
+    give them, never below 0, pooled and halved, at ``STACK_QUANTILES`` evenly spaced
+    probabilities (empty where no record has a psrtt step it can use)."""
+    excess: list[float] = []
+    for r in records:
+        modelled = simulated_push_ack_s(r, costs)
+        if modelled is not None:
+            excess += [max(0.0, x - modelled) for x in r.measured("ps_push_ack_s").samples]
+    if len(excess) < 2:
+        return ()
+    k = STACK_QUANTILES
+    cuts = np.quantile(np.asarray(excess) / 2, [(i + 0.5) / k for i in range(k)])
+    return tuple(round(float(c) * 1e6, 1) for c in cuts)
+
+
 def probe_values(records: Sequence[ProbeRecord]) -> tuple[dict[str, float], dict[str, float]]:
     """Profile values and their 1-sigma of log(value), from the records' measurements."""
     values: dict[str, float] = {}
@@ -192,6 +252,9 @@ def calibrate_probe(paths: Sequence[str | Path], scope: str | None = None) -> Pr
             f"{', '.join(map(str, paths))}: no measurement a profile key comes from"
         )
     costs = CostModel().with_values(**values)
+    stack = stack_quantiles_us(records, costs)
+    if stack:
+        costs = costs.with_values(message_stack_quantiles_us=stack)
     devices = (
         ()
         if scope is None or scope.strip().lower() == "all"

@@ -21,6 +21,7 @@ from simscale.comm.local import local_kvstore
 from simscale.comm.ps.client import PSClient, PSProtocol, last_array_first
 from simscale.comm.ps.connections import Connections, ps_connection_Bps
 from simscale.comm.ps.server import ServerGroup
+from simscale.comm.ps.stack_delay import stack_delay
 from simscale.comm.ps.step_barrier import StepBarrier, barrier_server
 from simscale.comm.sharded import Zero3Member
 from simscale.des.clock import CountingEnvironment, IncompleteRun, Progress, WallClock
@@ -160,6 +161,7 @@ class Simulation:
             priority=kv.scheduling == "priority",
             window_bytes=kv.send_window_mb * 2**20,
             ack_on_receipt=kv.pull_request == "with_push",
+            stack_delay=stack_delay(s, costs),
         )
         self.servers = ServerGroup(
             env,
@@ -201,7 +203,8 @@ class Simulation:
         self.copies: list[HostCopies] = []
         self.clients: list[PSClient] = []
         self.loaders: list[InputPipeline] = []
-        self.starts = IterationStarts(env, n_iter, lay.num_workers)
+        drawn = self.servers is not None and bool(costs.message_stack_quantiles_us)
+        self.starts = IterationStarts(env, n_iter, lay.num_workers, by_mean=drawn)
         full = self.full_layout
         self.job_gpus = sum(full.gpus_of(r) for r in range(full.num_workers))
         self.straggler_factor, self.straggler_gpus = 1.0, 1
@@ -308,7 +311,7 @@ class Simulation:
                 end, stable = i, True
                 break
         facts = RunFacts(
-            stable=stable,
+            stable=stable or self.starts.mean_is_stable(warm, end, sim.stable_tolerance),
             simulated_s=self.env.now,
             events=self.env.events_processed,
             wall_s=time.perf_counter() - clock.start_s,

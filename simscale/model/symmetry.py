@@ -24,7 +24,8 @@ map unevenly to servers, ``key * 9973 % S``, so servers are not alike):
 What it assumes, hence when it does not run (``reason_for_exact`` says why, and the Result says
 which path ran): workers must be interchangeable (one hardware, no compute jitter, no CPU cores
 shared between processes), the job synchronous (async workers are deliberately out of phase),
-links shared equally (``tcp_share_sigma`` 0: unequal TCP shares are per host pair), a
+links shared equally (``tcp_share_sigma`` 0: unequal TCP shares are per host pair), no
+stack delay drawn per message (``message_stack_quantiles_us``), a
 parameter-server mode with the fair-share network on a non-blocking fabric, and no trace (it
 shows one worker's timeline per host), and loads it can follow: the busiest NIC's
 (``MAX_COMMUNICATION_LOAD``) and a server's merge burst (``MAX_MERGE_BURST``). Everything else runs
@@ -145,6 +146,10 @@ def reason_for_exact(
     unlike = ring_symmetry.workers_unlike(s, layout, costs, trace, "an oversubscribed core")
     if unlike is not None:
         return unlike
+    if costs.message_stack_quantiles_us:
+        # Each message draws its own delay (simscale.comm.ps.stack_delay): a representative's
+        # draws cannot stand for W workers' different ones in a race one message decides.
+        return "a stack delay drawn per message (message_stack_quantiles_us differ per worker)"
     if not check_load:
         return None
     load = nic_load(scenario, layout, costs)

@@ -31,7 +31,7 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import simpy
 
@@ -48,6 +48,7 @@ class Stream:
     __slots__ = (
         "_in_flight",
         "_queue",
+        "_ready_s",
         "_seq",
         "_socket",
         "_unsent",
@@ -57,6 +58,7 @@ class Stream:
         "latency_s",
         "net",
         "priority",
+        "receive_delay",
         "src",
         "window_bytes",
     )
@@ -70,6 +72,7 @@ class Stream:
         latency_s: float,
         priority: bool = False,
         window_bytes: float = 0.0,
+        receive_delay: Callable[[Hashable], float] | None = None,
     ) -> None:
         self.env = env
         self.net = net
@@ -90,16 +93,29 @@ class Stream:
         # behind the data already in that socket, as realrun's does behind a big pull reply on
         # the same TCP connection; None: one latency after the data arrived.
         self.ack: Callable[[Callable[[], None]], None] | None = None
+        # The receiver's stack between a message's arrival and its handling, drawn per message
+        # by its tag (simscale.comm.ps.stack_delay); None: handled on arrival. Messages are
+        # handled in order, so one is never handled before the one ahead of it.
+        self.receive_delay = receive_delay
+        self._ready_s = 0.0  # when the receiver has handled the last message that arrived
 
     def send(
-        self, nbytes: float, on_arrival: Callable[[], None], rank: float | None = None
+        self,
+        nbytes: float,
+        on_arrival: Callable[[], None],
+        rank: float | None = None,
+        tag: Hashable = None,
     ) -> None:
         """Queue a message; ``on_arrival()`` is called when its last byte has arrived. With
         ``priority``, a lower ``rank`` leaves first; a control message without a rank (an ack)
         leaves before data, one with a rank (a key's pull request) queues at that rank behind
         the messages of that rank already queued (its own push), as realrun's Postoffice heap
         orders them (realrun/ps/postoffice.py: (-priority, sequence), pull request right behind
-        its push)."""
+        its push). ``tag`` (default: ``rank``) names the message's sequence of stack delays
+        where the receiver has them (an ack carries its key's tag but no rank)."""
+        if self.receive_delay is not None:
+            delay_s = self.receive_delay(rank if tag is None else tag)
+            on_arrival = self._handled_after(delay_s, on_arrival)
         if not self.priority:
             order = 0.0
         elif rank is None:
@@ -108,6 +124,18 @@ class Stream:
             order = rank
         heapq.heappush(self._queue, (order, next(self._seq), nbytes, on_arrival))
         self._admit()
+
+    def _handled_after(self, delay_s: float, handle: Callable[[], None]) -> Callable[[], None]:
+        """``handle`` run ``delay_s`` after the message's arrival, and not before the messages
+        ahead of it on this connection have been handled."""
+
+        def arrived() -> None:
+            env = self.env
+            at = max(env.now + delay_s, self._ready_s)
+            self._ready_s = at
+            env.timeout(at - env.now).callbacks.append(lambda _e: handle())
+
+        return arrived
 
     def _admit(self) -> None:
         """Hand queued messages to the socket while the window allows."""

@@ -31,10 +31,18 @@ MIN_MEASURED = 3  # iterations that must agree before the measurement counts as 
 
 class IterationStarts:
     """When every worker had started each iteration: the boundaries of the measured window.
-    ``started(it)`` is each worker's report; ``events[it]`` fires once all have made it."""
+    ``started(it)`` is each worker's report; ``events[it]`` fires once all have made it.
 
-    def __init__(self, env: simpy.Environment, iterations: int, workers: int) -> None:
+    ``by_mean``: iterations differ by design (a stack delay drawn per message,
+    simscale.comm.ps.stack_delay), so three alike by chance do not say the run has settled:
+    ``is_stable`` never stops it early, all iterations are measured, and ``mean_is_stable``
+    says whether their average has settled."""
+
+    def __init__(
+        self, env: simpy.Environment, iterations: int, workers: int, by_mean: bool = False
+    ) -> None:
         self.env = env
+        self.by_mean = by_mean
         self.workers = workers
         self.boundaries: list[float] = []  # simulated time each iteration began, so far
         self.events = [env.event() for _ in range(iterations)]
@@ -49,8 +57,22 @@ class IterationStarts:
     def is_stable(self, i: int, tolerance: float) -> bool:
         """Whether the last ``MIN_MEASURED`` iteration times up to iteration ``i`` agree
         within ``tolerance`` of their mean."""
+        if self.by_mean:
+            return False
         recent = np.diff(self.boundaries[i - MIN_MEASURED : i + 1])
         return bool((recent.max() - recent.min()) <= tolerance * recent.mean())
+
+    def mean_is_stable(self, first: int, i: int, tolerance: float) -> bool:
+        """Whether the mean iteration time from iteration ``first`` to ``i`` is within
+        ``tolerance`` of the mean without the last ``MIN_MEASURED``: for iterations that differ
+        by design, the average, not each iteration, is what must settle (False unless
+        ``by_mean``)."""
+        if not self.by_mean or i - first < 2 * MIN_MEASURED:
+            return False
+        b = self.boundaries
+        whole = (b[i] - b[first]) / (i - first)
+        shorter = (b[i - MIN_MEASURED] - b[first]) / (i - MIN_MEASURED - first)
+        return bool(abs(whole - shorter) <= tolerance * whole)
 
 
 @dataclass(frozen=True)

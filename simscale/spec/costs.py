@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from simscale.spec.config import ConfigError, between, count_in, from_mapping
+from simscale.spec.config import ConfigError, between, check, count_in, from_mapping
 
 # A backward pass costs about twice the forward FLOPs (gradients w.r.t. both inputs and weights);
 # the usual 1:2 split, e.g. Kaplan et al. 2020 "Scaling laws", section 2.1 (6N vs 2N per token).
@@ -58,6 +58,13 @@ MAX_NS_PER_BYTE = 1e3
 HOST_REDUCE_GBYTES_PER_S = 5.4
 
 
+def _stack_quantiles_problem(values: tuple[float, ...]) -> str | None:
+    """Quantiles of a delay: each in [0, MAX_US], in non-decreasing order."""
+    if any(not 0 <= v <= MAX_US for v in values) or list(values) != sorted(values):
+        return f"non-decreasing quantiles, each in [0, {MAX_US:,.0f}]"
+    return None
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Software and hardware efficiencies the scenario does not state. Units in every name."""
@@ -93,6 +100,16 @@ class CostModel:
     # Fraction of a layer's gradient communication that cannot start before the whole backward
     # pass ends: 0 = perfect push-as-ready overlap (MXNet), 1 = no overlap (apache/mxnet#6975).
     overlap_loss: float = field(default=0.0, metadata=between(0.0, 1.0))
+
+    # A real PS's stack between a message's arrival and its handling, beyond the costs above
+    # (I/O threads waking, zmq): per message each way, microseconds, as K
+    # quantiles at probabilities (i + 0.5) / K that each message draws from; empty, the
+    # default: none (the simulator's own costs are the whole stack). Measured by ``realrun
+    # probe``'s psrtt step (calibration/probe_profile.py); parameter-server connections only.
+    # simscale.comm.ps.stack_delay.
+    message_stack_quantiles_us: tuple[float, ...] = field(
+        default=(), metadata=check(_stack_quantiles_problem, "us")
+    )
 
     # ---- Mechanisms of real GPU clusters (issue 9) ----
     # Each defaults to "no effect": the emulated cluster has none of them, and its profile was

@@ -134,3 +134,40 @@ def test_the_all_reduce_ceiling_is_its_slope_and_only_below_one_connection() -> 
     assert values["socket_host_gbps"] == pytest.approx(5e6 * 8 / 1e9)
     fast = _with(_synthetic(), **_allreduce(9.6e6, 2e-3))
     assert "socket_host_gbps" not in probe_values([fast])[0]
+
+
+def test_psrtt_round_trips_give_the_stack_delay_beyond_the_simulators_own(tmp_path) -> None:
+    """The synthetic record's costs give a 4000-byte push and its ack, from h1 to h0, 1.124 ms:
+    the configured 0.4 ms times latency_factor 1.5, 4064 bytes at 0.9 of 10 MB/s (0.4516 ms),
+    two message overheads of 20 us and the server's 30 us request, 4000 B x 0.6 ns merge and
+    update (2.4 us). 20 round trips 0.1 ms below that count as no delay; 80 lie 20, 40, ...,
+    1600 us above it: per message each way, half, 10 to 800 us."""
+    import numpy as np
+
+    from calibration.probe_profile import STACK_QUANTILES, simulated_push_ack_s
+    from realrun.records.probe_record import load_probe
+
+    modelled = 4e-4 * 1.5 + 4064 / 9e6 + 70e-6 + 4000 * 0.6e-9
+    samples = [modelled - 1e-4] * 20 + [modelled + 2 * (k + 1) * 10e-6 for k in range(80)]
+    ctx = {"from": "h1", "to": "h0", "configured_rtt_s": 4e-4, "key_bytes": 4000}
+    record = _synthetic()
+    record = ProbeRecord(
+        launcher=record.launcher,
+        hosts=record.hosts,
+        measurements={**record.measurements, "ps_push_ack_s": Measurement("s", samples, ctx)},
+    )
+    path = write_probe(record, tmp_path / "p.json")
+    profile = calibrate_probe([path])
+    assert simulated_push_ack_s(load_probe(path), profile.costs) == pytest.approx(modelled)
+    per_message_us = [0.0] * 20 + [(k + 1) * 10.0 for k in range(80)]
+    expected = np.quantile(per_message_us, [(i + 0.5) / STACK_QUANTILES for i in range(20)])
+    q = profile.costs.message_stack_quantiles_us
+    assert q[:4] == (0.0, 0.0, 0.0, 0.0)
+    assert q == pytest.approx(tuple(expected), abs=0.06)
+    # Without a psrtt step the profile has no stack delay.
+    assert (
+        calibrate_probe(
+            [write_probe(_synthetic(), tmp_path / "q.json")]
+        ).costs.message_stack_quantiles_us
+        == ()
+    )

@@ -15,6 +15,9 @@ only once the server's one thread has handled that push: merged it and, if it co
 round, applied the update (``_push`` returns ``[ack, *pull replies]``). The credit of a push
 that has arrived therefore waits here (``credit``) until the server's handler sends it
 (simscale.comm.ps.server), not one latency after the arrival.
+
+Where the costs carry a real PS's stack delay (simscale.comm.ps.stack_delay), every connection
+draws its messages' delays from it, both ways.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 
 import simpy
 
+from simscale.comm.ps.stack_delay import StackDelay
 from simscale.network import Network, Topology
 from simscale.network.stream import Stream
 from simscale.spec.costs import CostModel
@@ -45,6 +49,7 @@ class Connections:
         priority: bool = False,
         window_bytes: float = 0.0,
         ack_on_receipt: bool = False,
+        stack_delay: StackDelay | None = None,
     ) -> None:
         self.env = env
         self.net = net
@@ -55,6 +60,7 @@ class Connections:
         self.priority = priority  # kvstore.scheduling: priority (simscale.network.stream)
         self.window_bytes = window_bytes
         self.ack_on_receipt = ack_on_receipt  # realrun's server (module doc)
+        self.stack_delay = stack_delay
         self._streams: dict[tuple[str, int, int], Stream] = {}
         # Per (worker, server): the byte-window credits of pushes that have arrived and whose
         # ack the server's handler has not sent yet, oldest first (the handler takes a
@@ -100,6 +106,7 @@ class Connections:
             latency_s,
             priority=scheduled and self.priority,
             window_bytes=self.window_bytes,
+            receive_delay=None if self.stack_delay is None else self.stack_delay.for_connection(),
         )
 
 

@@ -165,7 +165,9 @@ class ServerGroup:
         if not self.sync:
             cost = self.copies * (self.request_s + nbytes * self.update_s_per_byte)
             upd = thread.run(cost)
-            upd.callbacks.append(lambda _e: self._ack_push(server, worker, lambda: on_ack(0.0)))
+            upd.callbacks.append(
+                lambda _e: self._ack_push(server, worker, lambda: on_ack(0.0), key)
+            )
             if self.on_updated is not None:
                 upd.callbacks.append(lambda _e: self.on_updated(it, key, worker, self.env.now))
             return
@@ -178,7 +180,7 @@ class ServerGroup:
         arrived = now
         if not self.pull_with_push:
             st.waiting.append(
-                lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived))
+                lambda: self._ack(server, worker, lambda: on_ack(st.last_arrival_s - arrived), key)
             )
         own = 1 if self.pipelined else self.copies  # the others merged as they came (push_sent)
         done = thread.run(own * (self.request_s + nbytes * self.merge_s_per_byte))
@@ -198,7 +200,7 @@ class ServerGroup:
                 # first of the handler's answers to it (realrun/ps/kv_server.py ``_push``):
                 # after its merge and the update it may complete, ahead of the pull replies
                 # that update releases. Nothing waits on it but the worker's byte window.
-                self._ack_push(server, worker, _nothing)
+                self._ack_push(server, worker, _nothing, key)
 
         done.callbacks.append(merged)
 
@@ -237,20 +239,27 @@ class ServerGroup:
         """A small message from ``server`` to ``worker`` (``deliver`` on arrival)."""
         self._ack(server, worker, deliver)
 
-    def _ack_push(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
+    def _ack_push(
+        self, server: int, worker: int, deliver: Callable[[], None], key: int | None = None
+    ) -> None:
         """Acknowledge ``worker``'s oldest push to ``server`` not yet acknowledged; on arrival
-        the ack credits the worker's byte window, then ``deliver()``."""
+        the ack credits the worker's byte window, then ``deliver()``. ``key``: the ack's tag
+        (simscale.network.stream ``send``)."""
         credit = self.credit(server, worker)
 
         def arrived() -> None:
             credit()
             deliver()
 
-        self._ack(server, worker, arrived)
+        self._ack(server, worker, arrived, key)
 
-    def _ack(self, server: int, worker: int, deliver: Callable[[], None]) -> None:
+    def _ack(
+        self, server: int, worker: int, deliver: Callable[[], None], key: int | None = None
+    ) -> None:
         stream = self.to_worker(server, worker)
-        self._run_own_turn(server, self.msg_s).callbacks.append(lambda _e: stream.send(0, deliver))
+        self._run_own_turn(server, self.msg_s).callbacks.append(
+            lambda _e: stream.send(0, deliver, tag=key)
+        )
 
     def _run_own_turn(self, server: int, cost_s: float) -> simpy.Event:
         """Queue one message's work on the server's thread, once per copy it stands for; the

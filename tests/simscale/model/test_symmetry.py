@@ -323,7 +323,7 @@ def test_a_memo_that_rarely_hits_is_dropped_and_the_answer_stays(
 class _InstantStream:
     """A connection that delivers at once (the server's own timing is what is tested)."""
 
-    def send(self, nbytes: float, deliver: Any, key: int | None = None) -> None:
+    def send(self, nbytes: float, deliver: Any, key: int | None = None, tag: Any = None) -> None:
         deliver()
 
 

@@ -217,3 +217,25 @@ def test_streams_on_connections_time_every_message_as_one_transfer_each(raw, kin
     new, old = results
     assert set(new) == set(old) == set(range(len(raw)))
     assert new == pytest.approx(old, rel=1e-9, abs=1e-12)
+
+
+def test_a_receive_delay_holds_each_message_and_keeps_their_order():
+    """Per-message delays by tag: "a" (0.5 GB at t=0) arrives at 0.5 s + PATH and is handled
+    3 ms later; the control message "b" behind it arrives at the same instant with a 1 ms delay
+    of its own, but is handled only after "a" (one receiving thread, in order); "c" alone at
+    t=2 s waits its 2 ms after its arrival."""
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(2, B, LAT))
+    delays = {"a": 3e-3, "b": 1e-3, "c": 2e-3}
+    stream = Stream(env, net, 0, 1, PATH, receive_delay=delays.__getitem__)
+    done = {}
+    for name, at, nbytes in (("a", 0, GB / 2), ("b", 0, CTRL), ("c", 2.0, CTRL)):
+
+        def hand_over(_e, name=name, nbytes=nbytes):
+            stream.send(nbytes, lambda: done.setdefault(name, env.now), tag=name)
+
+        env.timeout(at).callbacks.append(hand_over)
+    env.run()
+    assert done == pytest.approx(
+        {"a": 0.5 + PATH + 3e-3, "b": 0.5 + PATH + 3e-3, "c": 2.0 + PATH + 2e-3}
+    )

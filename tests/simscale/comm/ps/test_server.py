@@ -8,6 +8,7 @@ it 400 us, MSG_S = 10 us to send a message (tests/support/ps_rig.py's costs).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import simpy
@@ -27,7 +28,9 @@ class Recorder:
         self.env = env
         self.sent: list[tuple[float, float]] = []
 
-    def send(self, nbytes: float, deliver: Callable[[], None], key: int | None = None) -> None:
+    def send(
+        self, nbytes: float, deliver: Callable[[], None], key: int | None = None, tag: Any = None
+    ) -> None:
         self.sent.append((self.env.now, nbytes))
         deliver()
 
