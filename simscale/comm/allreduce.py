@@ -14,6 +14,13 @@ fused buffer is copied GPU->host over PCIe, reduced by Open MPI's ring over ever
 (ompi_coll_base_allreduce_intra_ring: a rank sums each received chunk on its CPU before passing
 it on, so the sums add to the ring's time), and copied back. Ranks are placed host by host, so
 one of a host's ranks talks to the next host, over one TCP connection (btl_tcp_links 1).
+Open MPI's ring is not pipelined as NCCL's is: each step waits for its block, sums it and sends
+it on with a blocking send, so every step of every rank waits for the ring's hop between hosts
+and pays its latency, and a buffer above 1 MiB per rank goes round in 1 MiB segments, one more
+reduce-scatter per segment (``open_mpi_allreduce_steps``). Horovod's background thread copies a
+fused buffer's tensors into its fusion buffer and back out (two passes of one core over host
+memory), and hands a lone tensor to MPI_Allreduce out of place, which Open MPI copies into the
+output buffer first (one pass), all in series with the collective.
 """
 
 from __future__ import annotations
@@ -43,6 +50,39 @@ PCIE_STEP_S = 5.7e-6
 # InfiniBand or EFA pays it per network hop instead of the NIC latency and the socket send cost
 # a Horovod ring over TCP pays (ddp and zero over tcp keep those).
 NCCL_NET_STEP_S = 14e-6
+
+
+# Open MPI's fixed decision for MPI_Allreduce (ompi/mca/coll/tuned/coll_tuned_decision_fixed.c,
+# ompi_coll_tuned_allreduce_intra_dec_fixed, v2.1.1 and v3.0.0 alike): below 10,000 bytes
+# recursive doubling; a commutative sum up to ``ranks`` MiB the ring; above it the segmented
+# ring with 1 MiB segments.
+OPEN_MPI_INTERMEDIATE_MESSAGE_BYTES = 10_000
+OPEN_MPI_RING_SEGMENT_BYTES = 1 << 20
+
+
+def open_mpi_allreduce_steps(nbytes: float, ranks: int) -> tuple[str, int]:
+    """The algorithm Open MPI's tuned component picks for an MPI_Allreduce of ``nbytes`` over
+    ``ranks`` ranks, and its steps, each a blocking exchange with a neighbour that every rank
+    waits for (ompi/mca/coll/base/coll_base_allreduce.c at v2.1.1):
+
+    - recursive doubling: log2 of the largest power of two not above ``ranks`` exchanges of the
+      whole buffer, and two more when ``ranks`` is not a power of two (the extra ranks fold in
+      first and get the result last);
+    - ring: 2(ranks - 1) steps of one block (the reduce-scatter, then the all-gather);
+    - segmented ring: the reduce-scatter once per phase of ``ranks`` segments, phases =
+      count / (ranks x segcount), one more when the rest exceeds half a phase, then one
+      all-gather of whole blocks: phases x (ranks - 1) + ranks - 1 steps.
+    """
+    if ranks <= 1:
+        return "none", 0
+    if nbytes < OPEN_MPI_INTERMEDIATE_MESSAGE_BYTES:
+        power = 1 << (ranks.bit_length() - 1)
+        return "recursive_doubling", power.bit_length() - 1 + (2 if power < ranks else 0)
+    phase = ranks * OPEN_MPI_RING_SEGMENT_BYTES
+    if nbytes <= phase:
+        return "ring", 2 * (ranks - 1)
+    phases = int(nbytes // phase) + (1 if nbytes % phase > phase / 2 else 0)
+    return "segmented_ring", phases * (ranks - 1) + ranks - 1
 
 
 def intra_host_step_s(gpu: GPUSpec) -> float:
@@ -266,7 +306,9 @@ class AllReduce:
                     yield self.env.timeout(len(batch) * self.tensor_overhead_s)
                 started = self.env.now
                 first = batch[0]
-                yield from self._allreduce(total, first.fraction, first.across, first.stagger)
+                yield from self._allreduce(
+                    total, first.fraction, first.across, first.stagger, tensors=len(batch)
+                )
                 if self.on_buffer is not None:
                     keys = [(e.it, e.key) for e in batch]
                     self.on_buffer(keys, total, started, self.env.now)
@@ -281,16 +323,18 @@ class AllReduce:
         fraction: float = 1.0,
         across: float | None = None,
         stagger: float = 0.0,
+        tensors: int = 1,
     ) -> simpy.events.ProcessGenerator:
-        """An all-reduce of ``nbytes``, or with ``fraction`` 1/2 its reduce-scatter or
-        all-gather half (the same hops, half the ring's steps). ``across`` apart from
-        ``fraction`` is HSDP's (simscale.comm.sharded): 0 keeps the collective inside each host
-        (its ring of GPUs over NVLink, each hop's latency paid), 1 all-reduces between hosts
-        what the host's reduce-scatter left (the same bytes through the NIC as an all-reduce)."""
+        """An all-reduce of ``nbytes`` (``tensors`` fused), or with ``fraction`` 1/2 its
+        reduce-scatter or all-gather half (the same hops, half the ring's steps). ``across``
+        apart from ``fraction`` is HSDP's (simscale.comm.sharded): 0 keeps the collective
+        inside each host (its ring of GPUs over NVLink, each hop's latency paid), 1
+        all-reduces between hosts what the host's reduce-scatter left (the same bytes through
+        the NIC as an all-reduce)."""
         w, g = self.ring_size, self.gpus
         across = fraction if across is None else across
         if self.host_copy_Bps > 0:
-            yield from self._host_allreduce(nbytes)
+            yield from self._host_allreduce(nbytes, tensors)
             return
         if across == 0:
             if g > 1:
@@ -317,20 +361,33 @@ class AllReduce:
                 stagger=stagger,
             )
 
-    def _host_allreduce(self, nbytes: float) -> simpy.events.ProcessGenerator:
-        """MPI_Allreduce of ``nbytes`` in host memory (module doc): the copy to the host, the
-        ring over all n ranks (2(n-1) steps of nbytes/n, 2(w-1) of them between hosts), the
-        CPU's sums of the n-1 chunks each rank receives in the reduce-scatter half, and the copy
-        back to the GPU."""
+    def _host_allreduce(self, nbytes: float, tensors: int = 1) -> simpy.events.ProcessGenerator:
+        """MPI_Allreduce of ``nbytes`` (``tensors`` fused) in host memory (module doc): the copy
+        to the host; Horovod's passes over host memory (into and out of its fusion buffer, or
+        Open MPI's copy of a lone tensor into the output); Open MPI's algorithm over all n ranks
+        (``open_mpi_allreduce_steps``), every step waiting for the hop between hosts, with the
+        ring's bytes (2(n-1) blocks of nbytes/n through each host's link to the next) and the
+        CPU's sums of the n-1 blocks each rank receives in the reduce-scatter; the copy back."""
         copy_s = nbytes / self.host_copy_Bps
         yield self.env.timeout(copy_s)
+        if self.host_reduce_Bps > 0:
+            passes = 2 if tensors > 1 else 1
+            yield self.env.timeout(passes * nbytes / self.host_reduce_Bps)
         n = self.ring_size * self.gpus
-        if n > 1:
+        algorithm, steps = open_mpi_allreduce_steps(nbytes, n)
+        if algorithm == "recursive_doubling":
+            # Each exchange sends and sums the whole (small) buffer.
+            yield from self._ring(self.ring_size, nbytes, 0.0, steps=steps, network_steps=steps)
+            if self.host_reduce_Bps > 0:
+                yield self.env.timeout(steps * nbytes / self.host_reduce_Bps)
+        elif n > 1:
             chunk = nbytes / n
-            network_steps = 2 * (self.ring_size - 1)
+            ring_steps = 2 * (n - 1)
             yield from self._ring(
-                self.ring_size, chunk, 0.0, steps=2 * (n - 1), network_steps=network_steps
+                self.ring_size, chunk, 0.0, steps=ring_steps, network_steps=ring_steps
             )
+            if steps > ring_steps:  # the segmented ring's further lockstep steps
+                yield self.env.timeout((steps - ring_steps) * (self.step_latency_s + self.msg_s))
             if self.host_reduce_Bps > 0:
                 yield self.env.timeout((n - 1) * chunk / self.host_reduce_Bps)
         yield self.env.timeout(copy_s)

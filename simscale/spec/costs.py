@@ -54,7 +54,10 @@ MAX_NS_PER_BYTE = 1e3
 # shared 2-core machine, 2026-11-28: 5.4 at load 4.0 and 3.4 at load 6.9 (wall clock), 8.1 by
 # CPU time. The wall figure of the lighter load is kept: a training host's MPI rank has its
 # core. A memory-bound loop moving 3 bytes per byte summed, the same order as STREAM's
-# single-thread Add on server CPUs (several GB/s per core).
+# single-thread Add on server CPUs (several GB/s per core). A copy pass (memcpy: Horovod's copies
+# into and out of its fusion buffer, Open MPI's copy of a lone tensor into its output buffer)
+# runs at the same rate: the same script, copyto beside add, alternating, 2026-11-29 at load 6.3:
+# 8.76 and 8.65 GB/s in one run, 4.22 and 4.26 in the next, 7.7 and 7.8 ms of CPU each.
 HOST_REDUCE_GBYTES_PER_S = 5.4
 
 
@@ -157,8 +160,9 @@ class CostModel:
     efa_ring_share: float = field(default=1.0, metadata=between(0.01, 1.0))
     # One MPI rank's CPU summing a received chunk into its own in host memory, GB/s of the
     # buffer (kvstore.allreduce.reduce_in "host": Open MPI's ring reduces each chunk with one
-    # thread before passing it on; 0: no cost). Only scenarios that ask for host sums pay it,
-    # so it starts at its measured figure everywhere (HOST_REDUCE_GBYTES_PER_S above).
+    # thread before passing it on; 0: no cost), and likewise copying a buffer (Horovod's and
+    # Open MPI's copy passes, simscale.comm.allreduce). Only scenarios that ask for host sums
+    # pay it, so it starts at its measured figure everywhere (HOST_REDUCE_GBYTES_PER_S above).
     host_reduce_gbytes_per_s: float = field(
         default=HOST_REDUCE_GBYTES_PER_S, metadata=between(0.0, 100_000.0, "GB/s")
     )

@@ -372,8 +372,9 @@ class AllreduceConfig:
     sockets: int | None = field(default=None, metadata=count_in(1, MAX_NCCL_SOCKETS))
     # Where the sums happen: "gpu" (NCCL, Horovod's HOROVOD_GPU_ALLREDUCE=NCCL) or "host":
     # Horovod without it, whose MPI_Allreduce runs in host memory (each fused buffer copied
-    # GPU->host over PCIe, reduced by MPI's flat ring over every GPU's rank with the CPU
-    # summing, copied back; simscale.comm.allreduce, costs.host_reduce_gbytes_per_s).
+    # GPU->host over PCIe and into Horovod's fusion buffer, reduced by Open MPI's lockstep ring
+    # (in 1 MiB segments above a MiB per rank) over every GPU's rank with the CPU summing,
+    # copied back; simscale.comm.allreduce, costs.host_reduce_gbytes_per_s).
     reduce_in: Literal["gpu", "host"] = "gpu"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import simpy
 
-from simscale.comm.allreduce import NVLINK_STEP_S, AllReduce
+from simscale.comm.allreduce import NVLINK_STEP_S, AllReduce, open_mpi_allreduce_steps
 from simscale.network import Topology, make_network
 
 B = 1e9
@@ -186,16 +186,68 @@ def test_a_reduce_scatter_over_the_world_takes_half_the_ring_between_hosts() -> 
 
 
 def test_host_memory_allreduce_copies_rings_over_every_gpu_and_sums_on_the_cpu() -> None:
-    """reduce_in host, two GPUs per host: 1 MB copied to the host at 2 GB/s (500 us); MPI's ring
-    over the 4 ranks, 6 steps of 250 kB, 2 of them between hosts: each host sends 1.5 MB (1500
-    + 100 us) and pays 120 us plus 4 hops inside a host at 3.4 us; each rank sums 3 chunks of
-    250 kB at 1 GB/s (750 us); 500 us back to the GPU: 5000 + 20 + 500 + 1733.6 + 750 + 500."""
+    """reduce_in host, two GPUs per host: 1 MB copied to the host at 2 GB/s (500 us); one lone
+    tensor, which Open MPI copies into the output buffer first (one pass at the 1 GB/s host
+    rate: 1000 us); MPI's ring over the 4 ranks (1 MB is under 4 MiB: the plain ring), 6 steps
+    of 250 kB: each host sends 1.5 MB (1500 + 100 us), and every step waits for the hop between
+    hosts, whose latency and send the lockstep ring pays on all 6 (5 x 110 + 10 us); each rank
+    sums 3 chunks of 250 kB at 1 GB/s (750 us); 500 us back to the GPU:
+    5000 + 20 + 500 + 1000 + 2160 + 750 + 500."""
     env, ar = ring([N], gpus=2, host_copy_Bps=2e9, host_reduce_Bps=1e9)
     done: dict = {}
     ready(env, ar, 0, 0, 0.0, done)
     ready(env, ar, 1, 0, 0.0, done)
     env.run(until=1.0)
-    ring_s = 6 * N / 4 / B + HOP_S + FIXED_S + 4 * NVLINK_STEP_S
-    end = CYCLE_S + TENSOR_S + N / 2e9 + ring_s + 3 * (N / 4) / 1e9 + N / 2e9
-    assert end == pytest.approx(8503.6e-6, rel=1e-12)
+    ring_s = 6 * N / 4 / B + HOP_S + 5 * (HOP_S + MSG_S) + MSG_S
+    end = CYCLE_S + TENSOR_S + N / 2e9 + N / 1e9 + ring_s + 3 * (N / 4) / 1e9 + N / 2e9
+    assert end == pytest.approx(9930e-6, rel=1e-12)
     assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
+
+
+def test_a_fused_host_buffer_above_a_mib_per_rank_goes_round_in_segments() -> None:
+    """reduce_in host, one GPU per host (2 ranks), two 3 MB tensors fused into one 6 MB
+    buffer: Horovod copies them into its fusion buffer and back out (two passes of 6 MB at
+    1 GB/s: 12 ms); 6 MB is above 2 ranks x 1 MiB, so Open MPI runs the segmented ring:
+    6e6 // 2,097,152 = 2 phases and a rest of 1,805,696 bytes, more than half a phase: 3
+    phases x 1 step, then 1 all-gather step, 4 lockstep steps against the plain ring's 2; the
+    ring's bytes are the same (2 blocks of 3 MB: 6000 + 100 us, 120 us fixed) and the 2 further
+    steps pay 110 us each; one 3 MB block summed (3 ms); copies at 2 GB/s (3 ms each way):
+    5000 + 40 + 3000 + 12000 + 6220 + 220 + 3000 + 3000."""
+    env, ar = ring([3 * N, 3 * N], host_copy_Bps=2e9, host_reduce_Bps=1e9)
+    done: dict = {}
+    for worker in (0, 1):
+        for key in (0, 1):
+            ready(env, ar, worker, key, 0.0, done)
+    env.run(until=1.0)
+    ring_s = 2 * 3 * N / B + HOP_S + FIXED_S + 2 * (HOP_S + MSG_S)
+    end = CYCLE_S + 2 * TENSOR_S + 6 * N / 2e9 + 2 * 6 * N / 1e9 + ring_s + 3 * N / 1e9
+    end += 6 * N / 2e9
+    assert end == pytest.approx(32480e-6, rel=1e-12)
+    assert done[(1, 1)][0] == pytest.approx(end, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "ranks", "expected"),
+    [
+        # Under 10,000 bytes: recursive doubling, log2(8) = 3 exchanges; 6 ranks fold 2 extra
+        # ranks in and out around log2(4) = 2.
+        (4_000, 8, ("recursive_doubling", 3)),
+        (4_000, 6, ("recursive_doubling", 4)),
+        # Up to ranks MiB the plain ring: 2(n-1) steps.
+        (16 * 2**20, 16, ("ring", 30)),
+        # A 411,058,176-byte buffer (VGG-16's fc6 weights and bias) over 64 ranks: 64 MiB
+        # phases, 6 whole (402,653,184 bytes) and a rest of 8,404,992, under half a phase:
+        # 6 x 63 + 63 steps.
+        (411_058_176, 64, ("segmented_ring", 441)),
+        # The same over 16 ranks: 16 MiB phases, 24 whole and a rest of 8,404,992, above half
+        # a phase (8,388,608): 25 x 15 + 15.
+        (411_058_176, 16, ("segmented_ring", 390)),
+        (1e9, 1, ("none", 0)),
+    ],
+)
+def test_open_mpi_picks_its_allreduce_by_size_and_ranks(
+    nbytes: float, ranks: int, expected: tuple[str, int]
+) -> None:
+    """Open MPI's fixed decision (coll_tuned_decision_fixed.c) and each algorithm's lockstep
+    steps (coll_base_allreduce.c), derived by hand in the cases' comments."""
+    assert open_mpi_allreduce_steps(nbytes, ranks) == expected
