@@ -31,15 +31,15 @@ def delayed_send(delay_s: float):
     """``Stream.send`` with every message's arrival ``delay_s`` later (0: unchanged)."""
     send = stream.Stream.send
 
-    def send_later(self, nbytes, on_arrival, rank=None):
+    def send_later(self, nbytes, on_arrival, rank=None, tag=None):
         if delay_s <= 0:
-            return send(self, nbytes, on_arrival, rank)
+            return send(self, nbytes, on_arrival, rank, tag)
         env = self.env
 
         def arrived() -> None:
             env.timeout(delay_s).callbacks.append(lambda _e: on_arrival())
 
-        return send(self, nbytes, arrived, rank)
+        return send(self, nbytes, arrived, rank, tag)
 
     return send, send_later
 
