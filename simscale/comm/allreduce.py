@@ -375,19 +375,25 @@ class AllReduce:
             yield self.env.timeout(passes * nbytes / self.host_reduce_Bps)
         n = self.ring_size * self.gpus
         algorithm, steps = open_mpi_allreduce_steps(nbytes, n)
+        # Lockstep: with more than one host every step waits for the hop between hosts; on one
+        # host every hop stays inside it (shared memory), at the in-host hop's latency.
+        across = self.ring_size > 1
         if algorithm == "recursive_doubling":
             # Each exchange sends and sums the whole (small) buffer.
-            yield from self._ring(self.ring_size, nbytes, 0.0, steps=steps, network_steps=steps)
+            yield from self._ring(
+                self.ring_size, nbytes, 0.0, steps=steps, network_steps=steps if across else 0
+            )
             if self.host_reduce_Bps > 0:
                 yield self.env.timeout(steps * nbytes / self.host_reduce_Bps)
         elif n > 1:
             chunk = nbytes / n
             ring_steps = 2 * (n - 1)
             yield from self._ring(
-                self.ring_size, chunk, 0.0, steps=ring_steps, network_steps=ring_steps
+                self.ring_size, chunk, 0.0, steps=ring_steps, network_steps=ring_steps * across
             )
             if steps > ring_steps:  # the segmented ring's further lockstep steps
-                yield self.env.timeout((steps - ring_steps) * (self.step_latency_s + self.msg_s))
+                hop_s = self.step_latency_s + self.msg_s if across else self.intra_step_s
+                yield self.env.timeout((steps - ring_steps) * hop_s)
             if self.host_reduce_Bps > 0:
                 yield self.env.timeout((n - 1) * chunk / self.host_reduce_Bps)
         yield self.env.timeout(copy_s)

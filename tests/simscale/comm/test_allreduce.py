@@ -204,6 +204,24 @@ def test_host_memory_allreduce_copies_rings_over_every_gpu_and_sums_on_the_cpu()
     assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
 
 
+def test_host_memory_allreduce_on_one_host_pays_no_hop_between_hosts() -> None:
+    """reduce_in host, four GPUs on ONE host: the same copies, pass and sums as above, but the
+    lockstep ring's 6 steps stay inside the host (shared memory), each at the in-host hop's
+    latency, not the network's: 5000 + 20 + 500 + 1000 + 6 x NVLINK_STEP_S + 750 + 500."""
+    env = simpy.Environment()
+    net = make_network("fairshare", env, Topology.uniform(1, B, HOP_S / 2))
+    ar = AllReduce(
+        env, net, (0,), 4, PEER_Bps, [N], "ring", 64e6, CYCLE_S, MSG_S, HOP_S,
+        tensor_overhead_s=TENSOR_S, host_copy_Bps=2e9, host_reduce_Bps=1e9,
+    )  # fmt: skip
+    done: dict = {}
+    ready(env, ar, 0, 0, 0.0, done)
+    env.run(until=1.0)
+    end = CYCLE_S + TENSOR_S + N / 2e9 + N / 1e9 + 6 * NVLINK_STEP_S + 3 * (N / 4) / 1e9
+    end += N / 2e9
+    assert done[(0, 0)][0] == pytest.approx(end, rel=1e-9)
+
+
 def test_a_fused_host_buffer_above_a_mib_per_rank_goes_round_in_segments() -> None:
     """reduce_in host, one GPU per host (2 ranks), two 3 MB tensors fused into one 6 MB
     buffer: Horovod copies them into its fusion buffer and back out (two passes of 6 MB at
