@@ -45,33 +45,7 @@ from simscale.spec.scenario import Scenario
 # any number of them when the step is a quadratic irrational (bounded continued-fraction terms).
 # Connection c steps by frac(sqrt(STEP_PRIMES[c % 25])); tags are offset by multiples of the
 # golden ratio so that the keys of one connection do not draw in lockstep.
-STEP_PRIMES = (
-    2,
-    3,
-    5,
-    7,
-    11,
-    13,
-    17,
-    19,
-    23,
-    29,
-    31,
-    37,
-    41,
-    43,
-    47,
-    53,
-    59,
-    61,
-    67,
-    71,
-    73,
-    79,
-    83,
-    89,
-    97,
-)
+STEP_PRIMES = tuple(p for p in range(2, 100) if all(p % d for d in range(2, p)))  # 25
 TAG_STEP = (math.sqrt(5.0) - 1.0) / 2.0
 
 
