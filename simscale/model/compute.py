@@ -18,6 +18,10 @@ up; strided convolutions (a few per network) are treated like the others.
 Every layer also costs ``layer_overhead_us`` per forward pass (and BACKWARD_TO_FORWARD times
 that backward) whatever the batch: kernel launches and the framework's per-operator dispatch,
 which is why one GPU trains ResNet-50 ten times slower per sample at batch 1 than at batch 128.
+
+A layer's memory-bound extra kernels (``Layer.fwd_memory_bytes``, ``bwd_memory_bytes``: the
+transposes around a batch norm run in another layout, simscale.zoo.batchnorm_layout) cost their
+bytes over the device memory's peak bandwidth, where the GPU states one.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simscale.spec.costs import BACKWARD_TO_FORWARD, CostModel
-from simscale.spec.hardware import GPUS
+from simscale.spec.hardware import GBPS_BYTES, GPUS
 from simscale.zoo import ModelSpec
 from simscale.zoo.spec import ParamArray
 
@@ -49,7 +53,8 @@ def layer_times(
     model: ModelSpec, gpu: str, precision: str, batch: int, costs: CostModel
 ) -> LayerTimes:
     """Seconds per layer of forward and backward for ``batch`` samples on one ``gpu``."""
-    flops_per_s = GPUS[gpu].peak_flops(precision) * costs.efficiency(gpu, precision)
+    spec = GPUS[gpu]
+    flops_per_s = spec.peak_flops(precision) * costs.efficiency(gpu, precision)
     flops = np.array([layer.fwd_flops for layer in model.layers], dtype=float)
     if costs.winograd_3x3_speedup != 1.0:
         flops = flops / winograd_speedups(model, costs.winograd_3x3_speedup)
@@ -60,7 +65,17 @@ def layer_times(
     recompute = np.array([layer.recompute_flops for layer in model.layers], dtype=float)
     if recompute.any():
         bwd = bwd + recompute * batch / flops_per_s
+    fwd_bytes = _memory_bytes(model, "fwd_memory_bytes")
+    bwd_bytes = _memory_bytes(model, "bwd_memory_bytes")
+    if spec.memory_gbytes_per_s > 0 and (fwd_bytes.any() or bwd_bytes.any()):
+        bytes_per_s = spec.memory_gbytes_per_s * GBPS_BYTES
+        fwd = fwd + fwd_bytes * batch / bytes_per_s
+        bwd = bwd + bwd_bytes * batch / bytes_per_s
     return LayerTimes(forward_s=fwd, backward_s=bwd)
+
+
+def _memory_bytes(model: ModelSpec, field: str) -> np.ndarray:
+    return np.array([getattr(layer, field) for layer in model.layers], dtype=float)
 
 
 WINOGRAD_KERNELS = (3, 5)  # square filters cuDNN runs with Winograd (5x5 since cuDNN 5.1)

@@ -27,6 +27,7 @@ from simscale.spec.config import (
 )
 from simscale.spec.sharding import DEFAULT_BIGARRAY_BOUND
 from simscale.spec.unknowns import FactRange
+from simscale.zoo.batchnorm_layout import transposed_batchnorms
 from simscale.zoo.checkpointing import checkpointed
 from simscale.zoo.memory import MemoryUse, memory_use
 
@@ -336,6 +337,10 @@ class TrainingConfig:
     # each block's input and reruns its forward (simscale.zoo.checkpointing). Memory and
     # compute.
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    # "transposed": the framework runs each batch norm in NCHW inside an NHWC graph and
+    # transposes around it (TensorFlow 2's fused batch norm on a fp16 graph without
+    # TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT=1; simscale.zoo.batchnorm_layout). Compute.
+    batchnorm_layout: Literal["native", "transposed"] = "native"
 
     @property
     def compute_precision(self) -> str:
@@ -596,6 +601,14 @@ class Scenario:
                 f"got {t.activation_checkpointing!r} with model {name or 'of explicit arrays'}, "
                 "expected 'none' or a transformer (its blocks are what is checkpointed)",
             )
+        if t.batchnorm_layout != "native" and not any(
+            layer.batchnorm_elements > 0 for layer in self.model.spec(t.seq_len).layers
+        ):
+            raise ConfigError(
+                "training.batchnorm_layout",
+                f"got {t.batchnorm_layout!r} with model {name or 'of explicit arrays'}, "
+                "expected 'native' or a model with batch norms (resnet*, inception_v3*)",
+            )
         for i, g in enumerate(self.cluster.hosts):
             gpu = hardware.GPUS[g.resolved()[1]]
             if not gpu.supports(t.compute_precision):
@@ -706,10 +719,11 @@ class Scenario:
 
     def model_spec(self) -> zoo.ModelSpec:
         """The model at the scenario's sequence length (its FLOPs depend on it), with the
-        backward recompute its activation checkpointing adds."""
-        return checkpointed(
-            self.model.spec(self.training.seq_len), self.training.activation_checkpointing
-        )
+        backward recompute its activation checkpointing adds and the transposes its batch-norm
+        layout adds."""
+        t = self.training
+        model = checkpointed(self.model.spec(t.seq_len), t.activation_checkpointing)
+        return transposed_batchnorms(model, t.batchnorm_layout, t.compute_precision)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data that ``scenario_from_dict`` reads back to an equal Scenario."""

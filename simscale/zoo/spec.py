@@ -47,6 +47,14 @@ class Layer:
     input_bytes: float = 0.0
     # FLOPs per sample recomputed in backward (activation checkpointing; 0 without it).
     recompute_flops: float = 0.0
+    # Elements per sample of the layer's batch-norm outputs (0 without batch norm): what a
+    # framework running its batch norms in another layout transposes (zoo.batchnorm_layout).
+    batchnorm_elements: float = 0.0
+    # Bytes per sample that memory-bound kernels around the layer read plus write beyond its
+    # FLOPs, in forward and in backward (layout transposes; 0 without them). They cost their bytes
+    # over the device memory's bandwidth (simscale.model.compute).
+    fwd_memory_bytes: float = 0.0
+    bwd_memory_bytes: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class Op:
     arrays: tuple[ParamArray, ...]
     fwd_flops: float
     out_shape: Shape
+    batchnorm_elements: float = 0.0  # the output's elements when the op is a batch norm
 
 
 Step = Callable[[Shape], Op]
@@ -99,7 +100,8 @@ def batchnorm2d(name: str, scale: bool = True) -> Step:
         c, _, _ = _chw(shape, f"batchnorm2d {name}")
         arrays = (ParamArray(f"{name}.weight", (c,)),) if scale else ()
         arrays += (ParamArray(f"{name}.bias", (c,)),)
-        return Op(arrays, 2 * math.prod(shape), shape)
+        elements = math.prod(shape)
+        return Op(arrays, 2 * elements, shape, batchnorm_elements=float(elements))
 
     return step
 
@@ -203,13 +205,15 @@ def run(shape: Shape, *steps: Step) -> tuple[tuple[Op, ...], Shape]:
 
 
 def layer(name: str, shape: Shape, *steps: Step) -> tuple[Layer, Shape]:
-    """One zoo Layer from a chain of steps: their arrays in order, their summed FLOPs and, as
-    the activations kept for backward, every step's output at 2 bytes an element (an upper
-    bound: frameworks run some activations in place)."""
+    """One zoo Layer from a chain of steps: their arrays in order, their summed FLOPs, as the
+    activations kept for backward every step's output at 2 bytes an element (an upper bound:
+    frameworks run some activations in place), and its batch norms' output elements."""
     ops, out = run(shape, *steps)
     arrays = tuple(a for op in ops for a in op.arrays)
     saved = 2.0 * sum(math.prod(op.out_shape) for op in ops if op.fwd_flops > 0)
-    return Layer(name, float(sum(op.fwd_flops for op in ops)), arrays, saved), out
+    flops = float(sum(op.fwd_flops for op in ops))
+    normalised = float(sum(op.batchnorm_elements for op in ops))
+    return Layer(name, flops, arrays, saved, batchnorm_elements=normalised), out
 
 
 def concat_channels(*shapes: Shape) -> Shape:
