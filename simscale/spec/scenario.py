@@ -593,22 +593,29 @@ class Scenario:
                 self.model_spec()
             except ValueError as e:
                 raise ConfigError("training.seq_len", str(e)) from None
-        if t.activation_checkpointing != "none" and not any(
-            layer.input_bytes > 0 for layer in self.model.spec(t.seq_len).layers
+        layers = self.model.spec(t.seq_len).layers
+        for key, value, off, applies, expected in (
+            (
+                "activation_checkpointing",
+                t.activation_checkpointing,
+                "none",
+                any(layer.input_bytes > 0 for layer in layers),
+                "a transformer (its blocks are what is checkpointed)",
+            ),
+            (
+                "batchnorm_layout",
+                t.batchnorm_layout,
+                "native",
+                any(layer.batchnorm_elements > 0 for layer in layers),
+                "a model with batch norms (resnet*, inception_v3*)",
+            ),
         ):
-            raise ConfigError(
-                "training.activation_checkpointing",
-                f"got {t.activation_checkpointing!r} with model {name or 'of explicit arrays'}, "
-                "expected 'none' or a transformer (its blocks are what is checkpointed)",
-            )
-        if t.batchnorm_layout != "native" and not any(
-            layer.batchnorm_elements > 0 for layer in self.model.spec(t.seq_len).layers
-        ):
-            raise ConfigError(
-                "training.batchnorm_layout",
-                f"got {t.batchnorm_layout!r} with model {name or 'of explicit arrays'}, "
-                "expected 'native' or a model with batch norms (resnet*, inception_v3*)",
-            )
+            if value != off and not applies:
+                raise ConfigError(
+                    f"training.{key}",
+                    f"got {value!r} with model {name or 'of explicit arrays'}, "
+                    f"expected {off!r} or {expected}",
+                )
         for i, g in enumerate(self.cluster.hosts):
             gpu = hardware.GPUS[g.resolved()[1]]
             if not gpu.supports(t.compute_precision):
