@@ -395,6 +395,13 @@ class DDPConfig:
     bucket_mb: float = field(default=25.0, metadata=above(0.0, MAX_MB, "MiB"))
     # dist._DEFAULT_FIRST_BUCKET_BYTES: 1 MiB, so the first all-reduce starts early
     first_bucket_mb: float = field(default=1.0, metadata=above(0.0, MAX_MB, "MiB"))
+    # Element-wise passes a registered comm hook makes over each bucket before its all-reduce,
+    # each reading and writing the bucket at the GPU memory's bandwidth
+    # (simscale.comm.sharded.DDPMember). torch's default_hooks.allreduce_hook divides by the
+    # world size (1); NVIDIA's BERT pre-training wraps it to divide by the accumulation steps
+    # first (2). 0, no hook: the reducer divides while it copies each gradient into its bucket
+    # (reducer.cpp, mark_variable_ready_dense's mul_out), no pass of its own.
+    comm_hook_passes: int = field(default=0, metadata=count_in(0, 16, "passes"))
 
 
 @dataclass(frozen=True)
