@@ -240,6 +240,11 @@ def data_parallel_plan(scenario: Any, rank: int, world_size: int, store_port: in
     opt = tr.optimizer
     if opt.type != "sgd":
         raise ValueError(f"training.optimizer.type {opt.type!r}: realrun trains with sgd only")
+    if kv.ddp.comm_hook_passes:
+        raise ValueError(
+            f"kvstore.ddp.comm_hook_passes {kv.ddp.comm_hook_passes}: realrun's DDP registers no "
+            "comm hook"
+        )
     return DataParallelPlan(
         mode=kv.mode,
         model=scenario.model.name,

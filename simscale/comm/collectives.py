@@ -18,6 +18,7 @@ from simscale.comm.sharded import collective_library, members
 from simscale.model.cluster import Layout
 from simscale.network import Network, Topology
 from simscale.spec.costs import CostModel
+from simscale.spec.hardware import GBPS_BYTES, GPUS
 from simscale.spec.scenario import Scenario
 from simscale.zoo import ModelSpec
 
@@ -78,5 +79,17 @@ def build_collectives(
         library=collective_library(scenario),
         hybrid=kv.zero.shard_group == "host",
         ranks=scenario.num_gpus,
+        hook_s_per_byte=hook_s_per_byte(scenario, layout),
     )
     return Collectives(allreduce, list(sharded))
+
+
+def hook_s_per_byte(scenario: Scenario, layout: Layout) -> float:
+    """Seconds per bucket byte of DDP's comm-hook passes (``ddp.comm_hook_passes``, each
+    reading and writing the bucket) at the first worker's GPU memory bandwidth; 0 without a
+    hook, outside DDP, or on a device that states no bandwidth (a CPU rank)."""
+    passes = scenario.kvstore.ddp.comm_hook_passes
+    gpu = GPUS[str(layout.hosts[layout.worker_hosts[0]].gpu)]
+    if scenario.kvstore.mode != "ddp" or passes == 0 or gpu.memory_gbytes_per_s <= 0:
+        return 0.0
+    return 2 * passes / (gpu.memory_gbytes_per_s * GBPS_BYTES)

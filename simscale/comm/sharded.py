@@ -8,7 +8,16 @@ fusion), each over NVLink inside a host and the NICs between hosts.
   reverse registration order, the first capped at 1 MiB and the rest at ``bucket_cap_mb`` (25
   MiB); a bucket is closed once it reaches its cap. When backward has produced every gradient of
   a bucket, its all-reduce is launched, overlapping the rest of backward. The optimizer steps
-  when all buckets are reduced.
+  when all buckets are reduced. A registered comm hook that scales the bucket first
+  (``ddp.comm_hook_passes``: torch's ``allreduce_hook`` runs ``tensor.div_(world size)``,
+  default_hooks.py ``_allreduce_fut``; NVIDIA's BERT wraps it in ``bucket.buffer().div_(K)``,
+  run_pretraining.py 449-464 at a07d20a) runs those passes on the compute stream when the
+  bucket is complete, and NCCL's all-reduce waits for them: each reads and writes the bucket at
+  the GPU memory's bandwidth between the bucket's last gradient and its all-reduce. Backward
+  kernels queued behind a hook's passes are not held back here, exact where the bucket is the
+  last one (NVIDIA's BERT: one bucket after the 1 MiB first). Without a hook the reducer
+  divides while copying each gradient into its bucket (reducer.cpp ``mul_out``), no pass of
+  its own; that copy, per gradient during backward, is not modelled either way.
 - **ZeRO stage 1 and 2** (DeepSpeed stage_1_and_2.py): gradients are reduce-scattered in
   buckets of ``reduce_bucket_size`` as backward fills them, each rank keeping the sum of its
   shard; after the last one every rank updates its shard and the updated parameters are
@@ -186,14 +195,31 @@ class Span:
 class DDPMember:
     """One worker's DDP reducer: a bucket's all-reduce starts once its gradients are ready."""
 
-    def __init__(self, ar: AllReduce, worker: int, buckets: _Buckets) -> None:
+    def __init__(
+        self, ar: AllReduce, worker: int, buckets: _Buckets, hook_s_per_byte: float = 0.0
+    ) -> None:
         self.ar, self.worker, self.b = ar, worker, buckets
+        # A comm hook's passes over a complete bucket before its all-reduce (module doc), one
+        # bucket's after another's on the rank's compute stream.
+        self.hook_s_per_byte = hook_s_per_byte
+        self.hook_free_at = 0.0
 
     def communicate(self, iteration: int, key: int, done: Done) -> None:
         b = self.b.add(iteration, key, done)
-        if b is not None:
-            finish = _call_all(self.b.take(iteration, b))
-            self.ar.submit(("ddp", iteration, b), iteration, b, self.b.bytes[b], 1.0, finish)
+        if b is None:
+            return
+        finish = _call_all(self.b.take(iteration, b))
+        nbytes = self.b.bytes[b]
+
+        def submit(_event: object = None) -> None:
+            self.ar.submit(("ddp", iteration, b), iteration, b, nbytes, 1.0, finish)
+
+        if self.hook_s_per_byte <= 0:
+            submit()
+            return
+        env = self.ar.env
+        self.hook_free_at = max(env.now, self.hook_free_at) + nbytes * self.hook_s_per_byte
+        env.timeout(self.hook_free_at - env.now).callbacks.append(submit)
 
 
 class Zero12Member:
@@ -375,16 +401,20 @@ def members(
     library: str = "nccl",
     hybrid: bool = False,
     ranks: int | None = None,
+    hook_s_per_byte: float = 0.0,
 ) -> list[DDPMember | Zero12Member | Zero3Member]:
     """Each worker's communicator for ``mode`` "ddp" or "zero" (module doc), its
     reduce-scatters as ``library`` ("nccl" or "gloo", ``collective_library``) runs them;
     ``hybrid``: zero sharded inside each host (HSDP); ``ranks``: the processes in the group
-    (one per GPU, by default one per worker host), which decide gloo's two-rank stagger."""
+    (one per GPU, by default one per worker host), which decide gloo's two-rank stagger;
+    ``hook_s_per_byte``: DDP's comm-hook passes, seconds per bucket byte."""
     rs = REDUCE_SCATTER_FRACTION[library]
     stagger = gather_stagger(library, workers if ranks is None else ranks, hybrid)
     if mode == "ddp":
         groups = reverse_buckets(key_bytes, first_bucket_mb * MIB, bucket_mb * MIB)
-        return [DDPMember(ar, w, _Buckets(groups, key_bytes)) for w in range(workers)]
+        return [
+            DDPMember(ar, w, _Buckets(groups, key_bytes), hook_s_per_byte) for w in range(workers)
+        ]
     if zero_stage in (1, 2):
         cap = zero_bucket_mb * 1e6
         groups = reverse_buckets(key_bytes, cap, cap)

@@ -66,6 +66,8 @@ MAX_SEED = 2**63 - 1  # numpy's Generator takes any non-negative integer; this b
 MAX_MB = 1e6  # buffers and windows, in MB (1 TB)
 MAX_MS = 1e6  # cycles, in ms (1000 s)
 MAX_NCCL_SOCKETS = 64  # NCCL's MAX_SOCKETS (src/transport/net_socket.cc)
+# The precisions NVIDIA's FusedLAMBAMP steps (fp32 parameters: fp32, tf32, amp; half ones: fp16).
+LAMB_PRECISIONS = ("fp32", "tf32", "amp", "fp16")
 
 
 def _known(name: str, choices: Sequence[str], what: str) -> None:
@@ -288,11 +290,13 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """SGD with momentum and weight decay, applied on the servers (MXNet's updater), or Adam,
-    as transformers train; the kind sets the optimizer state a GPU holds
-    (simscale.zoo.memory)."""
+    """SGD with momentum and weight decay, applied on the servers (MXNet's updater), Adam, as
+    transformers train, or LAMB (NVIDIA's FusedLAMBAMP for BERT: Adam's moments, six passes
+    over the parameters per step; fp16 or fp32 parameters only); the kind sets the optimizer
+    state a GPU holds (simscale.zoo.memory) and, under DDP and ZeRO, the bytes its step streams
+    (simscale.model.optimizer_step)."""
 
-    type: Literal["sgd", "adam"] = "sgd"
+    type: Literal["sgd", "adam", "lamb"] = "sgd"
     learning_rate: float = field(default=0.1, metadata=above(0.0, 1000.0))
     momentum: float = field(default=0.9, metadata=between(0.0, 0.999))
     weight_decay: float = field(default=1e-4, metadata=between(0.0, 1.0))
@@ -391,6 +395,13 @@ class DDPConfig:
     bucket_mb: float = field(default=25.0, metadata=above(0.0, MAX_MB, "MiB"))
     # dist._DEFAULT_FIRST_BUCKET_BYTES: 1 MiB, so the first all-reduce starts early
     first_bucket_mb: float = field(default=1.0, metadata=above(0.0, MAX_MB, "MiB"))
+    # Element-wise passes a registered comm hook makes over each bucket before its all-reduce,
+    # each reading and writing the bucket at the GPU memory's bandwidth
+    # (simscale.comm.sharded.DDPMember). torch's default_hooks.allreduce_hook divides by the
+    # world size (1); NVIDIA's BERT pre-training wraps it to divide by the accumulation steps
+    # first (2). 0, no hook: the reducer divides while it copies each gradient into its bucket
+    # (reducer.cpp, mark_variable_ready_dense's mul_out), no pass of its own.
+    comm_hook_passes: int = field(default=0, metadata=count_in(0, 16, "passes"))
 
 
 @dataclass(frozen=True)
@@ -616,6 +627,13 @@ class Scenario:
                     f"got {value!r} with model {name or 'of explicit arrays'}, "
                     f"expected {off!r} or {expected}",
                 )
+        if t.optimizer.type == "lamb" and t.precision not in LAMB_PRECISIONS:
+            raise ConfigError(
+                "training.optimizer.type",
+                f"got 'lamb' with training.precision {t.precision!r}, expected precision "
+                f"{', '.join(LAMB_PRECISIONS)} (NVIDIA's FusedLAMBAMP steps fp16 and fp32 "
+                "parameters only) or optimizer adam",
+            )
         for i, g in enumerate(self.cluster.hosts):
             gpu = hardware.GPUS[g.resolved()[1]]
             if not gpu.supports(t.compute_precision):

@@ -10,6 +10,11 @@ weights, momentum and variance). Here, per precision (simscale.spec.scenario.Tra
 - fp16 (the network cast): 2Ψ weights and gradients, state in fp16 (Adam 4Ψ, SGD 2Ψ).
 - bf16, fp8: 2Ψ bf16 weights and gradients, state 4Ψ master weights plus Adam's 8Ψ (SGD's 4Ψ).
 
+LAMB keeps Adam's two moments, and so Adam's state, with one exception that its source states:
+NVIDIA's FusedLAMBAMP (DeepLearningExamples PyTorch/LanguageModeling/BERT/lamb_amp_opt/
+fused_lamb/fused_lamb.py at a07d20a) keeps the moments of a half parameter in fp32 and an fp32
+copy of it (``setup_fp32_params``), so fp16 LAMB holds 4Ψ + 8Ψ = 12Ψ, as bf16's Adam does.
+
 ZeRO stage 1 keeps 1/N of the optimizer state, stage 2 also of the gradients, stage 3 also of
 the weights, N the data-parallel ranks; a stage-3 rank also holds the units it has gathered
 (the one computing and ``prefetch`` ahead, FSDP's unsharded parameters) and one unit's full
@@ -43,6 +48,16 @@ BYTES_PER_PARAM = {
     "fp8": (2, 2, 4 + 4, 4 + 8),
 }
 FP32_ACTIVATIONS = ("fp32", "tf32")
+# FusedLAMBAMP's state for a half parameter: its fp32 copy and two fp32 moments (module doc).
+LAMB_FP16_STATE = 4 + 8
+
+
+def state_bytes_per_param(precision: str, optimizer: str) -> float:
+    """Optimizer state bytes per parameter of ``optimizer`` ("sgd", "adam", "lamb")."""
+    _, _, sgd, adam = BYTES_PER_PARAM[precision]
+    if optimizer == "lamb":
+        return LAMB_FP16_STATE if precision == "fp16" else adam
+    return adam if optimizer == "adam" else sgd
 
 
 @dataclass(frozen=True)
@@ -114,8 +129,8 @@ def memory_use(
     """Peak bytes one rank holds (module doc) for ``mode`` "ddp", "zero" (at ``stage``) or any
     other (unsharded, no bucket copies)."""
     psi = float(model.params)
-    w_b, g_b, sgd_b, adam_b = BYTES_PER_PARAM[precision]
-    state_b = adam_b if optimizer == "adam" else sgd_b
+    w_b, g_b, _, _ = BYTES_PER_PARAM[precision]
+    state_b = state_bytes_per_param(precision, optimizer)
     weights, grads, state = psi * w_b, psi * g_b, psi * state_b
     gathered, what = 0.0, ""
     if mode == "zero":

@@ -156,6 +156,17 @@ def test_any_zoo_model_runs_emulated_and_times_are_the_models_dilated() -> None:
     assert got.backward_s == pytest.approx(3 * want.backward_s)
 
 
+def test_a_comm_hook_realrun_does_not_register_is_refused() -> None:
+    """kvstore.ddp.comm_hook_passes costs a simulated DDP its hook's passes; realrun's DDP
+    registers no hook, so it says so instead of measuring a run without them."""
+    from realrun.allreduce.worker import data_parallel_plan
+    from simscale.spec.scenario import load_scenario
+
+    scenario = load_scenario(SCENARIO, ["kvstore.ddp.comm_hook_passes=2"])
+    with pytest.raises(ValueError, match="registers no comm hook"):
+        data_parallel_plan(scenario, 0, 2)
+
+
 def test_measured_times_without_a_profile_are_a_one_line_error() -> None:
     from realrun.allreduce.emulated_model import rank_seconds
     from simscale.spec.scenario import load_scenario
