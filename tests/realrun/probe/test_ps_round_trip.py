@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from realrun.emulated import netns
 from realrun.probe import ps_round_trip as psrtt
-from realrun.probe.hosts import LocalHosts, ProbeHost
+from realrun.probe.hosts import LocalHosts, NetnsHosts, ProbeHost
 from realrun.probe.runner import ProbeOptions, probe
 from realrun.ps.message import Kind, Message
 from realrun.ps.postoffice import Postoffice
@@ -22,6 +23,7 @@ from realrun.training.emulated_compute import emulated_device
 from simscale.spec.scenario import load_scenario
 from tests.realrun.ps.test_postoffice import RecordingVan
 from tests.support.paths import ROOT
+from tests.support.system import needs_netns, root_links
 
 
 def test_the_replay_is_the_trainers_timeline_around_resnet18s_fc_bias() -> None:
@@ -143,3 +145,32 @@ def test_the_step_replays_the_hand_off_and_leaves_nothing_running(tmp_path, monk
     assert [[k[0], k[1]] for k in ctx["replay"][0]["keys"]] == [[61, 4000], [60, 2_048_000]]
     assert all(s > 50e-6 for s in m.samples)  # a push, a merge, an update and the ack back
     assert _running_with_mark(mark) == []
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+@needs_netns
+def test_on_the_emulated_cluster_the_replay_is_dilated_and_its_large_keys_cut() -> None:
+    """1 Gbit/s at dilation 5 (200 Mbit/s shaped, 5 times the delay): the replay's backward
+    is dilated as the trainer's is, the large keys are 15 ms of the shaped link, and the
+    namespaces are gone afterwards."""
+    before = root_links()
+    scenario = load_scenario(
+        ROOT / "scenarios" / "emulated" / "mlp-colocated.yaml",
+        ["cluster.hosts[0].nic_gbps=1", "realrun.dilation=5"],
+    )
+    options = ProbeOptions(
+        ps_rtt_count=5,
+        skip=frozenset({"rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu"}),
+    )
+    with NetnsHosts(scenario) as hosts:
+        prefix = str(hosts.netns.cluster.prefix)
+        record = probe(hosts, options)
+    ctx = record.measured("ps_push_ack_s").context
+    assert ctx["dilation"] == 5.0
+    cut = int(200e6 / 8 * psrtt.LARGE_WIRE_S)
+    assert [k[1] for k in ctx["replay"][0]["keys"]] == [4000, cut]
+    assert all(x >= 0.5 * 5 * psrtt.REPLAY[1][0] for x in ctx["next_post_s"])
+    assert all(s >= 2e-3 for s in record.measured("ps_push_ack_s").samples)  # 4 x 500 us
+    assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
+    assert root_links() == before
