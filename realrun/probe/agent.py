@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--port", type=int, required=True)
     pp.add_argument("--secret", required=True)
     pp.add_argument("--count", type=int, required=True)
+    pp.add_argument("--cap-bytes", type=int, default=0, help="a large key's bytes (0: whole)")
+    pp.add_argument("--dilation", type=float, default=1.0, help="the replay's time dilation")
     sc = roles.add_parser("server-cost")
     sc.add_argument("--pushers", type=int, required=True)
     sc.add_argument("--rounds", type=int, required=True)
@@ -79,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     elif a.role == "ps-serve":
         result = ps_round_trip.serve(a.address, a.port, a.secret, a.timeout)
     elif a.role == "ps-push":
-        result = ps_round_trip.push_acks(a.address, a.port, a.secret, a.count)
+        result = ps_round_trip.push_acks(
+            a.address, a.port, a.secret, a.count, a.cap_bytes or None, a.dilation
+        )
     elif a.role == "server-cost":
         result = server_cost.measure(
             a.pushers, server_cost.DEFAULT_SIZES_BYTES, a.rounds, a.momentum

@@ -61,6 +61,9 @@ class HostSet:
 
     launcher = ""
     hosts: tuple[ProbeHost, ...] = ()
+    # The time dilation D a training run on these hosts replays its compute at (the emulated
+    # cluster's ``realrun.dilation``; real hosts run at 1): the psrtt step's replay uses it.
+    dilation = 1.0
 
     def __init__(self) -> None:
         self._procs: list[subprocess.Popen[str]] = []
@@ -202,6 +205,7 @@ class NetnsHosts(HostSet):
 
         self._nice = NODE_NICE
         self.netns = NetnsLauncher(scenario)
+        self.dilation = float(scenario.realrun.dilation)
         self.hosts = tuple(
             ProbeHost(h.name, h.address, h.link.rate_mbit, h.link.latency_us)
             for h in self.netns.cluster.hosts

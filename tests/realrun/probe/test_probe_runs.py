@@ -135,22 +135,3 @@ def test_a_netns_probe_measures_the_shaped_links_and_cleans_up(tmp_path) -> None
     assert len(rtt.context["ping_wait_s"]) == len(rtt.context["echo_wait_s"]) == len(rtt.samples)
     assert [n for n in netns.list_namespaces() if n.startswith(prefix)] == []
     assert root_links() == before
-
-
-@pytest.mark.slow
-def test_the_ps_round_trip_runs_realrun_s_own_nodes_and_records_both_sides(tmp_path) -> None:
-    """psrtt: a scheduler and a server as ``python -m realrun.node`` on host 0, a worker on
-    host 1; every sample has its round trip and its hand-off lateness. The job ends as every
-    job does (the worker's finish), or host 0's end fails the step."""
-    options = ProbeOptions(
-        ps_rtt_count=8,
-        skip=frozenset({"rtt", "tcp", "aggregate", "incast", "server", "allreduce", "gpu"}),
-    )
-    with LocalHosts(2) as hosts:
-        record = probe(hosts, options)
-    m = record.measured("ps_push_ack_s")
-    assert m is not None and len(m.samples) == 8
-    late = m.context["handoff_late_s"]
-    assert len(late) == 8 and all(x >= 0 for x in late)
-    # A push, a merge and an update, and the ack back: more than a bare loopback hop.
-    assert all(s > 50e-6 for s in m.samples)
