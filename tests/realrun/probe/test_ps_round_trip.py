@@ -21,8 +21,8 @@ from realrun.ps.roles import NodeEnv
 from realrun.ps.tracker import Handle
 from realrun.training.emulated_compute import emulated_device
 from simscale.spec.scenario import load_scenario
-from tests.realrun.ps.test_postoffice import RecordingVan
 from tests.support.paths import ROOT
+from tests.support.recording_van import RecordingVan
 from tests.support.system import needs_netns, root_links
 
 

@@ -11,23 +11,9 @@ from realrun.ps.message import Kind, Message
 from realrun.ps.postoffice import DEFAULT_WINDOW_BYTES, Postoffice, window_bytes_for
 from realrun.ps.roles import NodeEnv
 from realrun.ps.tracker import Handle
+from tests.support.recording_van import RecordingVan
 
 MB = 1 << 20
-
-
-class RecordingVan:
-    """Stands in for the sockets: remembers what was sent, in order."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int]] = []
-        self.request_ids: list[int] = []
-
-    def send(self, peer: str, msg: Message) -> None:
-        self.sent.append((peer, msg.key))
-        self.request_ids.append(msg.request_id)
-
-    def wake(self) -> None:
-        pass
 
 
 def test_a_late_high_priority_key_overtakes_queued_low_priority_ones():
