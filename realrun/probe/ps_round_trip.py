@@ -281,7 +281,7 @@ def cap_bytes_for(hosts: HostSet, server: int, worker: int) -> int | None:
     rates = [hosts.hosts[i].rate_mbit for i in (server, worker)]
     if not all(rates):
         return None
-    return int(min(r for r in rates if r) * 1e6 / 8 * LARGE_WIRE_S)
+    return int(min(rates) * 1e6 / 8 * LARGE_WIRE_S)
 
 
 def run(hosts: HostSet, server: int, worker: int, count: int, port: int) -> Measurement:

@@ -18,7 +18,7 @@ from simscale.comm.sharded import collective_library, members
 from simscale.model.cluster import Layout
 from simscale.network import Network, Topology
 from simscale.spec.costs import CostModel
-from simscale.spec.hardware import GBPS_BYTES, GPUS
+from simscale.spec.hardware import GPUS
 from simscale.spec.scenario import Scenario
 from simscale.zoo import ModelSpec
 
@@ -90,6 +90,6 @@ def hook_s_per_byte(scenario: Scenario, layout: Layout) -> float:
     hook, outside DDP, or on a device that states no bandwidth (a CPU rank)."""
     passes = scenario.kvstore.ddp.comm_hook_passes
     gpu = GPUS[str(layout.hosts[layout.worker_hosts[0]].gpu)]
-    if scenario.kvstore.mode != "ddp" or passes == 0 or gpu.memory_gbytes_per_s <= 0:
+    if scenario.kvstore.mode != "ddp":
         return 0.0
-    return 2 * passes / (gpu.memory_gbytes_per_s * GBPS_BYTES)
+    return gpu.memory_stream_s(2 * passes)

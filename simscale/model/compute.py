@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simscale.spec.costs import BACKWARD_TO_FORWARD, CostModel
-from simscale.spec.hardware import GBPS_BYTES, GPUS
+from simscale.spec.hardware import GPUS
 from simscale.zoo import ModelSpec
 from simscale.zoo.spec import ParamArray
 
@@ -67,10 +67,9 @@ def layer_times(
         bwd = bwd + recompute * batch / flops_per_s
     fwd_bytes = _memory_bytes(model, "fwd_memory_bytes")
     bwd_bytes = _memory_bytes(model, "bwd_memory_bytes")
-    if spec.memory_gbytes_per_s > 0 and (fwd_bytes.any() or bwd_bytes.any()):
-        bytes_per_s = spec.memory_gbytes_per_s * GBPS_BYTES
-        fwd = fwd + fwd_bytes * batch / bytes_per_s
-        bwd = bwd + bwd_bytes * batch / bytes_per_s
+    if fwd_bytes.any() or bwd_bytes.any():
+        fwd = fwd + spec.memory_stream_s(fwd_bytes * batch)
+        bwd = bwd + spec.memory_stream_s(bwd_bytes * batch)
     return LayerTimes(forward_s=fwd, backward_s=bwd)
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simscale.spec.hardware import GBPS_BYTES, GPUSpec
+from simscale.spec.hardware import GPUSpec
 from simscale.spec.scenario import Scenario
 from simscale.zoo.memory import BYTES_PER_PARAM, state_bytes_per_param
 
@@ -124,10 +124,10 @@ def optimizer_step_s(scenario: Scenario, gpu: GPUSpec) -> float:
     """Seconds of one optimizer step on a rank of ``gpu`` (0 outside DDP and ZeRO, and where
     the device states no memory bandwidth)."""
     kv, training = scenario.kvstore, scenario.training
-    if kv.mode not in STEPPED_MODES or gpu.memory_gbytes_per_s <= 0:
+    if kv.mode not in STEPPED_MODES:
         return 0.0
     params = float(scenario.model_spec().params)
     if kv.mode == "zero":
         params /= scenario.shard_ranks
     nbytes = params * step_bytes_per_param(training.precision, training.optimizer.type)
-    return nbytes / (gpu.memory_gbytes_per_s * GBPS_BYTES)
+    return gpu.memory_stream_s(nbytes)

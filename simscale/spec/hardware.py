@@ -8,8 +8,12 @@ is what lets a profile fitted on one machine leave other presets alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from simscale.spec.unknowns import FactRange
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TFLOPS = 1e12
 GBPS_BYTES = 1e9  # 1 GB/s in bytes/s
@@ -35,6 +39,14 @@ class GPUSpec:
     # memory-bound kernel such as the optimizer step streams at (simscale.model.optimizer_step).
     # 0: not stated (a CPU core's share of DRAM), the step then costs nothing.
     memory_gbytes_per_s: float = 0.0
+
+    def memory_stream_s(self, nbytes: float | np.ndarray) -> float | np.ndarray:
+        """Seconds a memory-bound kernel takes to read and write ``nbytes`` (or each of an
+        array of byte counts) at the memory's peak bandwidth, a lower bound; 0 where the
+        device states none (a CPU rank)."""
+        if self.memory_gbytes_per_s <= 0:
+            return 0.0
+        return nbytes / (self.memory_gbytes_per_s * GBPS_BYTES)
 
     def peak_flops(self, precision: str) -> float:
         """Peak FLOP/s at ``precision``; ``supports`` says whether the GPU has it at all."""
